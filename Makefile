@@ -1,0 +1,102 @@
+# braid: NCCL net plugin (TCP today), braid-perf and braid-trace.
+#   make            build everything into build/
+#   make test       build and run every test (unit, sanitizers, fuzzers, integration)
+#   make run        local demo: a few ranks run an allreduce sweep through the plugin on loopback
+#   make install PREFIX=/usr/local
+#   make bench      benchmarks against reference programs (bench/, minutes)
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= gcc
+CXX     ?= g++
+SAN     ?=
+OPT     ?= -O2
+
+WARN     = -Wall -Wextra -Werror
+CPPFLAGS = -D_GNU_SOURCE -Iinclude -Icommon -Inet_plugin -Itools/netload -MMD -MP
+CFLAGS   = -std=c11 $(OPT) -g -fPIC $(WARN) -fvisibility=hidden
+CXXFLAGS = -std=c++17 $(OPT) -g $(WARN)
+LDLIBS   = -ldl -lpthread -lm
+ifeq ($(SAN),1)
+  SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  CFLAGS  += $(SANFLAGS)
+  CXXFLAGS += $(SANFLAGS)
+  LDFLAGS += $(SANFLAGS)
+endif
+
+COMMON_SRCS = common/log.c common/param.c
+NET_SRCS    = $(wildcard net_plugin/*.c)
+NETLOAD_SRCS = $(wildcard tools/netload/*.c)
+PERF_SRCS   = $(wildcard tools/perf/*.c)
+TRACE_SRCS  = $(wildcard tools/trace/*.c)
+UNIT_SRCS   = $(wildcard test/unit/*.cc)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+PLUGIN  = $(BUILD)/libnccl-net-braid.so
+PERF    = $(BUILD)/braid-perf
+TRACE   = $(BUILD)/libnccl-net-braidtrace.so
+CORE    = $(BUILD)/libbraid-core.a
+UNIT    = $(BUILD)/unit-tests
+REFS    = $(BUILD)/tcp_stream $(BUILD)/tcp_pingpong
+
+TARGETS = $(PLUGIN) $(PERF) $(REFS)
+ifneq ($(TRACE_SRCS),)
+  TARGETS += $(TRACE)
+endif
+
+.PHONY: all deps test run install bench clean unit fuzz
+all: deps $(TARGETS)
+
+deps:
+	@./tools/deps.sh build
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(PLUGIN): $(call obj,$(COMMON_SRCS) $(NET_SRCS))
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braid.so $^ -o $@ $(LDLIBS)
+
+$(CORE): $(call obj,$(COMMON_SRCS) $(NET_SRCS))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(PERF): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(PERF_SRCS))
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(TRACE): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(TRACE_SRCS))
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tcp_%: bench/ref/tcp_%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 $(WARN) -D_GNU_SOURCE -pthread $< -o $@
+
+$(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE)
+	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
+
+unit: deps $(UNIT)
+
+test: deps
+	@./test/run.sh
+
+run: all
+	@./tools/demo.sh
+
+bench: all
+	@./bench/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
+	$(if $(wildcard $(TRACE)),install -m 755 $(TRACE) $(DESTDIR)$(PREFIX)/lib/)
+	install -m 755 $(PERF) $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,75 @@
+#include "comm.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "param.h"
+
+uint64_t braid_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstreams) {
+  struct braid_comm *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->kind = (uint8_t)kind;
+  c->dev = dev;
+  c->nstreams = nstreams;
+  c->nreqs = kind == BRAID_COMM_SEND ? BRAID_SEND_REQS : BRAID_RECV_REQS;
+  c->streams = calloc((size_t)nstreams, sizeof *c->streams);
+  c->reqs = calloc((size_t)c->nreqs, sizeof *c->reqs);
+  c->free_reqs = calloc((size_t)c->nreqs, sizeof *c->free_reqs);
+  if (kind == BRAID_COMM_SEND) c->pending = calloc(BRAID_SEND_REQS, sizeof *c->pending);
+  else c->msgs = calloc(BRAID_MSG_WINDOW, sizeof *c->msgs);
+  if (!c->streams || !c->reqs || !c->free_reqs || (!c->pending && !c->msgs)) {
+    braid_comm_free(c);
+    return NULL;
+  }
+  for (int i = 0; i < nstreams; i++) c->streams[i].fd = -1;
+  for (int i = 0; i < c->nreqs; i++) {
+    c->reqs[i].index = i;
+    c->free_reqs[i] = c->nreqs - 1 - i;
+  }
+  c->nfree = c->nreqs;
+  if (c->msgs)
+    for (int i = 0; i < BRAID_MSG_WINDOW; i++) c->msgs[i].seq = -1;
+  c->timeout_ns = (uint64_t)braid_param_int(BRAID_P_TIMEOUT_MS) * 1000000ull;
+  c->chunk = (size_t)braid_param_int(BRAID_P_CHUNK_BYTES) & ~(size_t)127;
+  c->unexpected_max = (size_t)braid_param_int(BRAID_P_MAX_UNEXPECTED_BYTES);
+  return c;
+}
+
+void braid_comm_free(struct braid_comm *c) {
+  if (!c) return;
+  for (int i = 0; c->streams && i < c->nstreams; i++)
+    if (c->streams[i].fd >= 0) close(c->streams[i].fd);
+  if (c->msgs)
+    for (int i = 0; i < BRAID_MSG_WINDOW; i++) free(c->msgs[i].unexpected);
+  free(c->streams);
+  free(c->reqs);
+  free(c->free_reqs);
+  free(c->pending);
+  free(c->msgs);
+  c->kind = 0;
+  free(c);
+}
+
+ncclResult_t braid_comm_fail(struct braid_comm *c, ncclResult_t err, const char *fmt, ...) {
+  if (c->err) return c->err;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  c->err = err;
+  BRAID_WARN("%s connection with %s on device %d failed: %s",
+             c->kind == BRAID_COMM_SEND ? "send" : "receive", c->peer, c->dev, msg);
+  return err;
+}

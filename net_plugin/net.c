@@ -1,0 +1,247 @@
+/* Lifetime, devices and properties, and the checks every entry point makes before the data path.
+ *
+ * v11+ contexts are per communicator (several at once); v7-v10 share one process context.  There
+ * are no background threads, so nothing outlives a dlclose; unfinished connects are freed by
+ * finalize or, for v7-v10 (no finalize), by the library destructor. */
+#include "net.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "ifaces.h"
+#include "log.h"
+#include "nccl_plugin/net.h"
+#include "param.h"
+#include "setup.h"
+
+#define CTX_MAGIC 0x42435458u
+#define MR_MAGIC 0x42524D52u
+
+struct braid_ctx {
+  uint32_t magic;
+  uint64_t comm_id;
+  int traffic_class;
+};
+
+struct braid_mr {
+  uint32_t magic;
+  int type;
+  void *addr;
+  size_t size;
+};
+
+static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct braid_iface net_ifaces[BRAID_MAX_IFACES];
+static int net_nifaces = -1; /* -1: not discovered yet */
+
+static ncclResult_t net_discover(void) {
+  ncclResult_t rc = braid_params_load();
+  if (rc) return rc;
+  pthread_mutex_lock(&net_lock);
+  if (net_nifaces < 0) {
+    int n = braid_ifaces_select(braid_param_str(BRAID_P_SOCKET_IFNAME),
+                                braid_param_str(BRAID_P_SOCKET_FAMILY), net_ifaces,
+                                BRAID_MAX_IFACES);
+    if (n > 0) net_nifaces = n;
+    else rc = n < 0 ? ncclInvalidArgument : ncclSystemError;
+  }
+  pthread_mutex_unlock(&net_lock);
+  if (rc == ncclSystemError) BRAID_WARN("no usable network interface found");
+  return rc;
+}
+
+ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
+                            ncclDebugLogger_t logger, const char *abi) {
+  if (ctx) *ctx = NULL;
+  braid_log_set_logger(logger);
+  ncclResult_t rc = net_discover();
+  if (rc) return rc;
+  static atomic_flag announced = ATOMIC_FLAG_INIT;
+  if (!atomic_flag_test_and_set(&announced)) {
+    char list[512] = "";
+    size_t len = 0;
+    for (int i = 0; i < net_nifaces && len < sizeof list; i++) {
+      char a[64];
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s[%d]%s/%s", i ? " " : "", i,
+                              net_ifaces[i].name,
+                              braid_sockaddr_str((struct sockaddr *)&net_ifaces[i].addr, a, sizeof a));
+    }
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "braid %s loaded through %s; TCP transport, %d streams; devices: %s",
+               BRAID_VERSION, abi, (int)braid_param_int(BRAID_P_NSTREAMS), list);
+  }
+  if (ctx) {
+    struct braid_ctx *c = calloc(1, sizeof *c);
+    if (!c) return ncclSystemError;
+    c->magic = CTX_MAGIC;
+    c->comm_id = comm_id;
+    c->traffic_class = traffic_class;
+    *ctx = c;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t braid_net_finalize(void *ctx) {
+  struct braid_ctx *c = ctx;
+  if (!c) return ncclSuccess; /* init failed before building it: nothing to free */
+  if (c->magic != CTX_MAGIC) {
+    BRAID_WARN("finalize() on an invalid context %p", ctx);
+    return ncclInvalidArgument;
+  }
+  braid_setup_abandon(c);
+  c->magic = 0;
+  free(c);
+  return ncclSuccess;
+}
+
+__attribute__((destructor)) static void net_unload(void) { braid_setup_abandon(NULL); }
+
+ncclResult_t braid_net_devices(int *ndev) {
+  ncclResult_t rc = net_discover();
+  *ndev = rc ? 0 : net_nifaces;
+  return rc;
+}
+
+static const struct braid_iface *net_iface(int dev) {
+  if (net_nifaces < 0 || dev < 0 || dev >= net_nifaces) {
+    BRAID_WARN("invalid device index %d (%d devices)", dev, net_nifaces < 0 ? 0 : net_nifaces);
+    return NULL;
+  }
+  return &net_ifaces[dev];
+}
+
+ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
+  const struct braid_iface *ifc = net_iface(dev);
+  if (!ifc) return ncclInvalidArgument;
+  memset(p, 0, sizeof *p);
+  p->name = ifc->name;
+  p->pci_path = ifc->pci_path[0] ? ifc->pci_path : NULL;
+  p->guid = (uint64_t)dev;
+  p->ptr_support = NCCL_PTR_HOST;
+  p->speed = ifc->speed_mbps > 0 ? ifc->speed_mbps : 10000;
+  p->port = 0;
+  p->max_comms = 65536;
+  p->max_recvs = (int)braid_param_int(BRAID_P_MAX_RECVS);
+  p->net_device_type = 0; /* NCCL_NET_DEVICE_HOST */
+  p->ndevs = 1;
+  p->devs[0] = dev;
+  p->max_p2p_bytes = BRAID_MSG_MAX_BYTES;
+  p->max_coll_bytes = 512ull << 20;
+  p->max_multi_request_size = 1;
+  p->rail_id = -1;
+  p->plane_id = -1;
+  return ncclSuccess;
+}
+
+ncclResult_t braid_net_listen(void *ctx, int dev, void *handle, void **listen_comm) {
+  (void)ctx;
+  *listen_comm = NULL;
+  const struct braid_iface *ifc = net_iface(dev);
+  if (!ifc) return ncclInvalidArgument;
+  return braid_setup_listen(ifc, dev, handle, listen_comm);
+}
+
+ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_comm) {
+  *send_comm = NULL;
+  const struct braid_iface *ifc = net_iface(dev);
+  if (!ifc) return ncclInvalidArgument;
+  if (!handle) {
+    BRAID_WARN("connect() with a NULL handle");
+    return ncclInvalidArgument;
+  }
+  return braid_setup_connect(ctx, ifc, dev, handle, send_comm);
+}
+
+ncclResult_t braid_net_accept(void *listen_comm, void **recv_comm) {
+  return braid_setup_accept(listen_comm, recv_comm);
+}
+
+static struct braid_comm *net_comm(void *comm, int kind, const char *what) {
+  struct braid_comm *c = comm;
+  if (!c || (kind ? c->kind != kind : (c->kind != BRAID_COMM_SEND && c->kind != BRAID_COMM_RECV))) {
+    BRAID_WARN("%s() on an invalid comm %p", what, comm);
+    return NULL;
+  }
+  return c;
+}
+
+ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
+  *mhandle = NULL;
+  if (!net_comm(comm, 0, "regMr")) return ncclInvalidArgument;
+  if (type != NCCL_PTR_HOST) {
+    BRAID_WARN("regMr of memory type %d: the TCP transport registers host memory only", type);
+    return ncclInvalidArgument;
+  }
+  struct braid_mr *mr = malloc(sizeof *mr);
+  if (!mr) return ncclSystemError;
+  *mr = (struct braid_mr){MR_MAGIC, type, data, size};
+  *mhandle = mr;
+  return ncclSuccess;
+}
+
+ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
+  struct braid_mr *mr = mhandle;
+  if (!net_comm(comm, 0, "deregMr")) return ncclInvalidArgument;
+  if (!mr || mr->magic != MR_MAGIC) {
+    BRAID_WARN("deregMr() of an invalid memory handle %p", mhandle);
+    return ncclInvalidArgument;
+  }
+  mr->magic = 0;
+  free(mr);
+  return ncclSuccess;
+}
+
+ncclResult_t braid_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                             void **request) {
+  (void)mhandle;
+  *request = NULL;
+  struct braid_comm *c = net_comm(send_comm, BRAID_COMM_SEND, "isend");
+  return c ? braid_xfer_isend(c, data, size, tag, request) : ncclInvalidArgument;
+}
+
+ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
+                             const int *tags, void **mhandles, void **request) {
+  (void)mhandles;
+  *request = NULL;
+  struct braid_comm *c = net_comm(recv_comm, BRAID_COMM_RECV, "irecv");
+  return c ? braid_xfer_irecv(c, n, data, sizes, tags, request) : ncclInvalidArgument;
+}
+
+ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+                              void **request) {
+  (void)n, (void)data, (void)sizes, (void)mhandles;
+  *request = NULL; /* host memory: nothing to make visible */
+  return net_comm(recv_comm, BRAID_COMM_RECV, "iflush") ? ncclSuccess : ncclInvalidArgument;
+}
+
+ncclResult_t braid_net_test(void *request, int *done, int *sizes) {
+  return braid_xfer_test(request, done, sizes);
+}
+
+ncclResult_t braid_net_close_send(void *send_comm) {
+  if (!send_comm) return ncclSuccess;
+  struct braid_comm *c = net_comm(send_comm, BRAID_COMM_SEND, "closeSend");
+  if (!c) return ncclInvalidArgument;
+  braid_comm_free(c);
+  return ncclSuccess;
+}
+
+ncclResult_t braid_net_close_recv(void *recv_comm) {
+  if (!recv_comm) return ncclSuccess;
+  struct braid_comm *c = net_comm(recv_comm, BRAID_COMM_RECV, "closeRecv");
+  if (!c) return ncclInvalidArgument;
+  braid_comm_free(c);
+  return ncclSuccess;
+}
+
+ncclResult_t braid_net_close_listen(void *listen_comm) {
+  return braid_setup_close_listen(listen_comm);
+}
+
+ncclResult_t braid_net_set_attr(void *ctx, int32_t max_peers, int32_t max_flows, uint32_t ops) {
+  (void)ctx;
+  BRAID_TRACE(NCCL_NET, "setNetAttr: peers %d flows %d ops 0x%x", max_peers, max_flows, ops);
+  return ncclSuccess;
+}

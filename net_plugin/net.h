@@ -1,0 +1,48 @@
+/* braid's one implementation of the net plugin; abi.c adapts it to each ncclNet_vN_t. */
+#ifndef BRAID_NET_H
+#define BRAID_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nccl_plugin/common.h"
+
+#define BRAID_VERSION "0.1.0"
+
+/* Device properties in one representation (a superset of every ABI version's). */
+struct braid_props {
+  const char *name, *pci_path;
+  uint64_t guid;
+  int ptr_support, reg_is_global, force_flush, speed, port;
+  float latency;
+  int max_comms, max_recvs, net_device_type, net_device_version;
+  int ndevs, devs[8];
+  size_t max_p2p_bytes, max_coll_bytes;
+  int max_multi_request_size;
+  int16_t rail_id, plane_id;
+};
+
+/* abi: "ncclNetPlugin_v11" etc., for the INFO line naming the version NCCL picked. */
+ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
+                            ncclDebugLogger_t logger, const char *abi);
+ncclResult_t braid_net_finalize(void *ctx);
+ncclResult_t braid_net_devices(int *ndev);
+ncclResult_t braid_net_get_properties(int dev, struct braid_props *p);
+ncclResult_t braid_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
+ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_comm);
+ncclResult_t braid_net_accept(void *listen_comm, void **recv_comm);
+ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle);
+ncclResult_t braid_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                             void **request);
+ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
+                             const int *tags, void **mhandles, void **request);
+ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+                              void **request);
+ncclResult_t braid_net_test(void *request, int *done, int *sizes);
+ncclResult_t braid_net_close_send(void *send_comm);
+ncclResult_t braid_net_close_recv(void *recv_comm);
+ncclResult_t braid_net_close_listen(void *listen_comm);
+/* v11+ hints (peers, flows); accepted and logged, nothing depends on them yet. */
+ncclResult_t braid_net_set_attr(void *ctx, int32_t max_peers, int32_t max_flows, uint32_t ops);
+
+#endif

@@ -1,0 +1,66 @@
+#include "sock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "param.h"
+
+void braid_random(void *buf, size_t len) {
+  uint8_t *p = buf;
+  while (len > 0) {
+    ssize_t n = getrandom(p, len, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      /* No entropy source: fall back to time and address bits (ids only need uniqueness). */
+      uint64_t x = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)p ^ ((uint64_t)getpid() << 32);
+      for (size_t i = 0; i < len; i++) x = x * 6364136223846793005ull + 1442695040888963407ull, p[i] = (uint8_t)(x >> 56);
+      return;
+    }
+    p += n, len -= (size_t)n;
+  }
+}
+
+int braid_sock_open(const struct braid_iface *ifc) {
+  int fd = socket(ifc->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    BRAID_WARN("socket() failed: %s", strerror(errno));
+    return -1;
+  }
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ifc->name, (socklen_t)strlen(ifc->name) + 1) != 0)
+    BRAID_INFO(NCCL_NET | NCCL_INIT, "cannot bind sockets to device %s (%s): binding to its address only",
+               ifc->name, strerror(errno));
+  if (bind(fd, (const struct sockaddr *)&ifc->addr, ifc->addrlen) != 0) {
+    BRAID_WARN("bind to %s failed: %s", ifc->name, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void braid_sock_tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  int64_t timeout_ms = braid_param_int(BRAID_P_TIMEOUT_MS);
+  unsigned int user_timeout = (unsigned int)timeout_ms;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+  /* Keepalive probes are answered by the peer's kernel even while its application is busy, so a
+   * silent peer host is detected without failing a peer that is merely slow. */
+  int idle = (int)(timeout_ms / 3000) > 0 ? (int)(timeout_ms / 3000) : 1, cnt = 3;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  int buf = (int)braid_param_int(BRAID_P_SOCK_BUF_BYTES);
+  if (buf > 0) {
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  }
+}

@@ -1,0 +1,146 @@
+#include "wire.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define HANDLE_MAGIC 0x31445242u /* "BRD1" */
+#define HELLO_MAGIC 0x48445242u  /* "BRDH" */
+#define FRAME_MAGIC 0xB7ADu
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
+static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t get32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+static uint64_t get64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+/* Handle: magic(4) version(1) family(1) port(2, network order) addr(16) secret(16) id(8). */
+void braid_handle_encode(const struct braid_handle *h, void *buf) {
+  uint8_t *p = buf;
+  memset(p, 0, BRAID_HANDLE_BYTES);
+  put32(p, HANDLE_MAGIC);
+  p[4] = BRAID_WIRE_VERSION;
+  if (h->addr.ss_family == AF_INET) {
+    const struct sockaddr_in *s = (const struct sockaddr_in *)&h->addr;
+    p[5] = 4;
+    memcpy(p + 6, &s->sin_port, 2);
+    memcpy(p + 8, &s->sin_addr, 4);
+  } else {
+    const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)&h->addr;
+    p[5] = 6;
+    memcpy(p + 6, &s->sin6_port, 2);
+    memcpy(p + 8, &s->sin6_addr, 16);
+  }
+  memcpy(p + 24, h->secret, BRAID_SECRET_BYTES);
+  put64(p + 40, h->listen_id);
+}
+
+int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size_t errlen) {
+  const uint8_t *p = buf;
+  memset(h, 0, sizeof *h);
+  if (get32(p) != HANDLE_MAGIC) {
+    snprintf(err, errlen, "not a braid handle (magic 0x%08x)", get32(p));
+    return -1;
+  }
+  if (p[4] != BRAID_WIRE_VERSION) {
+    snprintf(err, errlen, "handle from braid wire version %u, this library speaks %u", p[4],
+             BRAID_WIRE_VERSION);
+    return -1;
+  }
+  uint16_t port;
+  memcpy(&port, p + 6, 2);
+  if (port == 0) {
+    snprintf(err, errlen, "handle has port 0");
+    return -1;
+  }
+  if (p[5] == 4) {
+    struct sockaddr_in *s = (struct sockaddr_in *)&h->addr;
+    s->sin_family = AF_INET;
+    s->sin_port = port;
+    memcpy(&s->sin_addr, p + 8, 4);
+  } else if (p[5] == 6) {
+    struct sockaddr_in6 *s = (struct sockaddr_in6 *)&h->addr;
+    s->sin6_family = AF_INET6;
+    s->sin6_port = port;
+    memcpy(&s->sin6_addr, p + 8, 16);
+  } else {
+    snprintf(err, errlen, "handle has unknown address family %u", p[5]);
+    return -1;
+  }
+  memcpy(h->secret, p + 24, BRAID_SECRET_BYTES);
+  h->listen_id = get64(p + 40);
+  return 0;
+}
+
+/* Hello: magic(4) version(2) stream(2) nstreams(2) pad(6) conn_id(8) secret(16). */
+void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYTES]) {
+  memset(out, 0, BRAID_HELLO_BYTES);
+  put32(out, HELLO_MAGIC);
+  put16(out + 4, BRAID_WIRE_VERSION);
+  put16(out + 6, h->stream);
+  put16(out + 8, h->nstreams);
+  put64(out + 16, h->conn_id);
+  memcpy(out + 24, h->secret, BRAID_SECRET_BYTES);
+}
+
+int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *h, char *err,
+                       size_t errlen) {
+  if (get32(in) != HELLO_MAGIC) return snprintf(err, errlen, "not a braid hello"), -1;
+  if (get16(in + 4) != BRAID_WIRE_VERSION)
+    return snprintf(err, errlen, "hello from wire version %u", get16(in + 4)), -1;
+  h->stream = get16(in + 6);
+  h->nstreams = get16(in + 8);
+  if (h->nstreams == 0 || h->nstreams > BRAID_MAX_STREAMS || h->stream >= h->nstreams)
+    return snprintf(err, errlen, "hello names stream %u of %u", h->stream, h->nstreams), -1;
+  h->conn_id = get64(in + 16);
+  memcpy(h->secret, in + 24, BRAID_SECRET_BYTES);
+  return 0;
+}
+
+/* Frame header: magic(2) type(1) flags(1) len(4) seq(8) offset(8) size(8) tag(4) check(4). */
+static uint32_t frame_check(const uint8_t *p) {
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < 36; i += 4) h = (h ^ get32(p + i)) * 0xFF51AFD7ED558CCDull;
+  return (uint32_t)(h ^ h >> 32);
+}
+
+void braid_frame_encode(const struct braid_frame *f, uint8_t out[BRAID_FRAME_HDR_BYTES]) {
+  put16(out, FRAME_MAGIC);
+  out[2] = f->type;
+  out[3] = f->flags;
+  put32(out + 4, f->len);
+  put64(out + 8, f->seq);
+  put64(out + 16, f->offset);
+  put64(out + 24, f->size);
+  put32(out + 32, (uint32_t)f->tag);
+  put32(out + 36, frame_check(out));
+}
+
+int braid_frame_decode(const uint8_t in[BRAID_FRAME_HDR_BYTES], struct braid_frame *f, char *err,
+                       size_t errlen) {
+  if (get16(in) != FRAME_MAGIC)
+    return snprintf(err, errlen, "bad frame magic 0x%04x", get16(in)), -1;
+  if (get32(in + 36) != frame_check(in))
+    return snprintf(err, errlen, "frame header checksum mismatch"), -1;
+  f->type = in[2];
+  f->flags = in[3];
+  f->len = get32(in + 4);
+  f->seq = get64(in + 8);
+  f->offset = get64(in + 16);
+  f->size = get64(in + 24);
+  f->tag = (int32_t)get32(in + 32);
+  if (f->type != BRAID_FRAME_DATA) return snprintf(err, errlen, "unknown frame type %u", f->type), -1;
+  if (f->len > BRAID_FRAME_MAX_LEN || f->size > BRAID_MSG_MAX_BYTES || f->offset > f->size ||
+      f->len > f->size - f->offset || (f->len == 0 && f->size != 0))
+    return snprintf(err, errlen, "inconsistent frame (len %u offset %llu size %llu)", f->len,
+                    (unsigned long long)f->offset, (unsigned long long)f->size), -1;
+  return 0;
+}

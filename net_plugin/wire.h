@@ -1,0 +1,68 @@
+/* Everything braid puts on the wire or in NCCL's handle, with explicit little-endian encoding.
+ *
+ * - The listen handle (in NCCL's 128-byte buffer): listener address and a random per-listen
+ *   secret.  Bytes 64..127 are the connector's private stage area (see setup.c).
+ * - The hello (first bytes of every data stream, connector -> listener): secret, connection id,
+ *   stream index and count.  A connection that does not present the secret is dropped.
+ * - The frame header: one per chunk of a message.  Chunks carry (message sequence, offset,
+ *   length, message size, tag) so the receiver places each one straight into the posted buffer. */
+#ifndef BRAID_WIRE_H
+#define BRAID_WIRE_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define BRAID_HANDLE_BYTES 128
+#define BRAID_HANDLE_STAGE_OFF 64 /* connector-private bytes start here */
+#define BRAID_SECRET_BYTES 16
+#define BRAID_WIRE_VERSION 1
+
+struct braid_handle {
+  struct sockaddr_storage addr; /* listener address and port */
+  uint8_t secret[BRAID_SECRET_BYTES];
+  uint64_t listen_id; /* random, names the listener in logs */
+};
+
+/* Writes h into buf (BRAID_HANDLE_BYTES), zeroing the stage area. */
+void braid_handle_encode(const struct braid_handle *h, void *buf);
+/* Parses buf; 0 on success, -1 with a reason in err for a malformed handle. */
+int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size_t errlen);
+
+#define BRAID_HELLO_BYTES 40
+#define BRAID_MAX_STREAMS 16
+
+struct braid_hello {
+  uint8_t secret[BRAID_SECRET_BYTES];
+  uint64_t conn_id;
+  uint16_t stream;
+  uint16_t nstreams;
+};
+
+void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYTES]);
+int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *h, char *err,
+                       size_t errlen);
+
+#define BRAID_FRAME_HDR_BYTES 40
+#define BRAID_FRAME_MAX_LEN (64u << 20) /* largest chunk any sender may frame */
+#define BRAID_MSG_MAX_BYTES (1ull << 30) /* maxP2pBytes: test() reports sizes as int */
+
+enum braid_frame_type { BRAID_FRAME_DATA = 1 };
+
+struct braid_frame {
+  uint8_t type;
+  uint8_t flags;
+  uint32_t len;    /* payload bytes following the header */
+  uint64_t seq;    /* message sequence number on this connection */
+  uint64_t offset; /* of this chunk within the message */
+  uint64_t size;   /* whole message size */
+  int32_t tag;
+};
+
+void braid_frame_encode(const struct braid_frame *f, uint8_t out[BRAID_FRAME_HDR_BYTES]);
+/* Checks magic, checksum and internal consistency (len, offset+len <= size <= max). */
+int braid_frame_decode(const uint8_t in[BRAID_FRAME_HDR_BYTES], struct braid_frame *f, char *err,
+                       size_t errlen);
+
+#endif

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs (as root) or names (otherwise) the Debian packages braid needs.
+#   deps.sh build   compilers and libraries for `make`
+#   deps.sh test    plus what `make test` uses (GoogleTest, clang's libFuzzer, iproute2)
+set -euo pipefail
+what=${1:-build}
+pkgs=(gcc g++ make)
+if [ "$what" = test ]; then pkgs+=(libgtest-dev clang libclang-rt-dev iproute2 procps); fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "braid: installing missing packages: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+else
+  echo "braid: missing packages. Install them with:" >&2
+  echo "  sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
