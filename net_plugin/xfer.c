@@ -174,8 +174,9 @@ static void rx_msg_complete(struct braid_comm *c, struct braid_rxmsg *m) {
   struct braid_req *r = m->req;
   if (!r) return; /* unexpected: waits for irecv */
   if (m->unexpected) {
-    memcpy(r->slot[m->slot].buf, m->unexpected, m->size);
+    if (m->size) memcpy(r->slot[m->slot].buf, m->unexpected, m->size);
     free(m->unexpected);
+    m->unexpected = NULL;
     c->unexpected_bytes -= m->size;
   }
   r->slot[m->slot].done = true;

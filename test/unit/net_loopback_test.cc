@@ -1,0 +1,343 @@
+// The net plugin's data path in one process over loopback, through the exported v11 table:
+// NCCL's semantics (posting-order matching, tags inside grouped receives, real sizes, NULL
+// requests, 32 in flight) and its failure modes (size mismatch, stray connections, bad handles).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+extern "C" {
+#include "nccl_plugin/net.h"
+#include "param.h"
+extern ncclNet_v11_t ncclNetPlugin_v11;
+}
+
+namespace {
+
+const ncclNet_v11_t& net = ncclNetPlugin_v11;
+
+double Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+class Loopback : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("BRAID_SOCKET_IFNAME", "lo", 1);
+    setenv("BRAID_TIMEOUT_MS", "2000", 1);
+    braid_params_reload();
+    ASSERT_EQ(net.init(&ctx_, 1, nullptr, nullptr, nullptr), ncclSuccess);
+    int ndev = 0;
+    ASSERT_EQ(net.devices(&ndev), ncclSuccess);
+    ASSERT_GE(ndev, 1);
+    Connect(&send_, &recv_);
+  }
+  void TearDown() override {
+    if (send_) { EXPECT_EQ(net.closeSend(send_), ncclSuccess); }
+    if (recv_) { EXPECT_EQ(net.closeRecv(recv_), ncclSuccess); }
+    EXPECT_EQ(net.finalize(ctx_), ncclSuccess);
+  }
+
+  void Connect(void** s, void** r) {
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    void* listen = nullptr;
+    ASSERT_EQ(net.listen(ctx_, 0, handle, &listen), ncclSuccess);
+    *s = *r = nullptr;
+    double end = Now() + 5;
+    while ((!*s || !*r) && Now() < end) {
+      if (!*s) { ASSERT_EQ(net.connect(ctx_, 0, handle, s, nullptr), ncclSuccess); }
+      if (!*r) { ASSERT_EQ(net.accept(listen, r, nullptr), ncclSuccess); }
+    }
+    ASSERT_TRUE(*s && *r) << "connection not established in 5 s";
+    ASSERT_EQ(net.closeListen(listen), ncclSuccess);
+  }
+
+  // Polls request until done (5 s limit); returns the result of the last test().
+  ncclResult_t Wait(void* req, int* sizes, std::vector<void*>* also = nullptr) {
+    double end = Now() + 5;
+    int done = 0;
+    while (Now() < end) {
+      if (also)
+      for (void*& o : *also)
+        if (o) {
+          int d = 0, sz[8];
+          ncclResult_t rc = net.test(o, &d, sz);
+          if (rc != ncclSuccess) return rc;
+          if (d) o = nullptr;
+        }
+      ncclResult_t rc = net.test(req, &done, sizes);
+      if (rc != ncclSuccess || done) return rc;
+    }
+    ADD_FAILURE() << "request did not complete in 5 s";
+    return ncclInternalError;
+  }
+
+  void* Isend(const void* data, size_t size, int tag) {
+    void* req = nullptr;
+    double end = Now() + 5;
+    while (!req && Now() < end)
+      EXPECT_EQ(net.isend(send_, const_cast<void*>(data), size, tag, nullptr, nullptr, &req),
+                ncclSuccess);
+    EXPECT_NE(req, nullptr);
+    return req;
+  }
+
+  void* Irecv(int n, void** data, size_t* sizes, int* tags) {
+    void* req = nullptr;
+    EXPECT_EQ(net.irecv(recv_, n, data, sizes, tags, nullptr, nullptr, &req), ncclSuccess);
+    EXPECT_NE(req, nullptr);
+    return req;
+  }
+
+  void* ctx_ = nullptr;
+  void* send_ = nullptr;
+  void* recv_ = nullptr;
+};
+
+std::vector<char> Pattern(size_t n, int seed) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; i++) v[i] = static_cast<char>((i * 131 + seed * 7 + (i >> 12)) & 0xff);
+  return v;
+}
+
+TEST_F(Loopback, PropertiesAreComplete) {
+  ncclNetProperties_v11_t p;
+  memset(&p, 0xA5, sizeof p);  // NCCL passes an uninitialised struct
+  ASSERT_EQ(net.getProperties(0, &p), ncclSuccess);
+  EXPECT_STREQ(p.name, "lo");
+  EXPECT_EQ(p.ptrSupport, NCCL_PTR_HOST);
+  EXPECT_GE(p.maxRecvs, 8);
+  EXPECT_EQ(p.netDeviceType, NCCL_NET_DEVICE_HOST);
+  EXPECT_GT(p.maxP2pBytes, 0u);
+  EXPECT_LE(p.maxP2pBytes, NCCL_MAX_NET_SIZE_BYTES);
+  EXPECT_GT(p.maxCollBytes, 0u);
+  EXPECT_LE(p.maxCollBytes, NCCL_MAX_NET_SIZE_BYTES);
+  EXPECT_EQ(p.vProps.ndevs, 1);
+  EXPECT_EQ(p.vProps.devs[0], 0);
+  EXPECT_GT(p.speed, 0);
+  EXPECT_EQ(p.maxMultiRequestSize, 1);
+  EXPECT_EQ(net.getProperties(999, &p), ncclInvalidArgument);
+}
+
+TEST_F(Loopback, SizesFromZeroToLarge) {
+  for (size_t size : {0ul, 1ul, 7ul, 4096ul, 131071ul, 524289ul, 9437184ul + 3}) {
+    auto src = Pattern(size, (int)size);
+    std::vector<char> dst(size + 64, 0x55);
+    void* d = dst.data();
+    size_t cap = dst.size();
+    int tag = 3, got = -1;
+    void* rreq = Irecv(1, &d, &cap, &tag);
+    void* sreq = Isend(src.data(), size, tag);
+    std::vector<void*> sends = {sreq};
+    ASSERT_EQ(Wait(rreq, &got, &sends), ncclSuccess) << size;
+    int sgot = -1;
+    if (sends[0]) { ASSERT_EQ(Wait(sends[0], &sgot), ncclSuccess); }
+    EXPECT_EQ(got, (int)size) << "a send smaller than the receive reports its real size";
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << size;
+    EXPECT_EQ(dst[size], 0x55) << "no byte written past the message";
+  }
+}
+
+TEST_F(Loopback, SendBeforeReceiveIsHeldNotLost) {
+  auto src = Pattern(100000, 1);
+  void* sreq = Isend(src.data(), src.size(), 0);
+  usleep(20000);
+  std::vector<char> dst(src.size());
+  void* d = dst.data();
+  size_t cap = dst.size();
+  int tag = 0, got = 0;
+  void* rreq = Irecv(1, &d, &cap, &tag);
+  std::vector<void*> sends = {sreq};
+  ASSERT_EQ(Wait(rreq, &got, &sends), ncclSuccess);
+  EXPECT_EQ(dst, src);
+}
+
+TEST_F(Loopback, GroupedReceiveTagsChooseTheBuffer) {
+  const int n = 3;
+  std::vector<std::vector<char>> src, dst(n, std::vector<char>(5000, 0));
+  void* data[n];
+  size_t caps[n];
+  int tags[n] = {10, 11, 12};
+  for (int i = 0; i < n; i++) {
+    src.push_back(Pattern(1000 * (i + 1), i));
+    data[i] = dst[i].data();
+    caps[i] = dst[i].size();
+  }
+  void* rreq = Irecv(n, data, caps, tags);
+  std::vector<void*> sends;
+  for (int i : {2, 0, 1}) sends.push_back(Isend(src[i].data(), src[i].size(), tags[i]));
+  int sizes[n] = {0};
+  ASSERT_EQ(Wait(rreq, sizes, &sends), ncclSuccess);
+  for (int i = 0; i < n; i++) {
+    EXPECT_EQ(sizes[i], 1000 * (i + 1));
+    EXPECT_EQ(0, memcmp(dst[i].data(), src[i].data(), src[i].size())) << i;
+  }
+}
+
+// A sender may post the next group's send for tag A before this group's send for tag B (two
+// local ranks sharing a connection).  The early one must not block the late one.
+TEST_F(Loopback, EarlySendForNextGroupDoesNotBlock) {
+  std::vector<char> a1 = Pattern(3000, 1), a2 = Pattern(3000, 2), b1 = Pattern(3000, 3),
+                    b2 = Pattern(3000, 4);
+  std::vector<char> r[4];
+  for (auto& v : r) v.assign(3000, 0);
+  int tags[2] = {1, 2};
+  size_t caps[2] = {3000, 3000};
+  void* g1[2] = {r[0].data(), r[1].data()};
+  void* req1 = Irecv(2, g1, caps, tags);
+  std::vector<void*> sends = {Isend(a1.data(), 3000, 1), Isend(a2.data(), 3000, 1),
+                              Isend(b1.data(), 3000, 2)};
+  int sizes[2];
+  ASSERT_EQ(Wait(req1, sizes, &sends), ncclSuccess);
+  void* g2[2] = {r[2].data(), r[3].data()};
+  void* req2 = Irecv(2, g2, caps, tags);
+  sends.push_back(Isend(b2.data(), 3000, 2));
+  ASSERT_EQ(Wait(req2, sizes, &sends), ncclSuccess);
+  EXPECT_EQ(r[0], a1);
+  EXPECT_EQ(r[1], b1);
+  EXPECT_EQ(r[2], a2);
+  EXPECT_EQ(r[3], b2);
+}
+
+TEST_F(Loopback, ThirtyTwoInFlightMatchInPostingOrder) {
+  const int k = 32;
+  std::vector<std::vector<char>> src, dst(k, std::vector<char>(70000, 0));
+  std::vector<void*> rreqs, sreqs;
+  for (int i = 0; i < k; i++) {
+    src.push_back(Pattern(1000 + 2000 * i, i));
+    void* d = dst[i].data();
+    size_t cap = dst[i].size();
+    int tag = 7;
+    rreqs.push_back(Irecv(1, &d, &cap, &tag));
+  }
+  void* extra = nullptr;
+  char byte;
+  void* bp = &byte;
+  size_t one = 1;
+  int tag7 = 7;
+  ASSERT_EQ(net.irecv(recv_, 1, &bp, &one, &tag7, nullptr, nullptr, &extra), ncclSuccess);
+  EXPECT_EQ(extra, nullptr) << "a 33rd receive is refused with a NULL request (back-pressure)";
+  for (int i = 0; i < k; i++) sreqs.push_back(Isend(src[i].data(), src[i].size(), 7));
+  for (int i = 0; i < k; i++) {
+    int got = 0;
+    ASSERT_EQ(Wait(rreqs[i], &got, &sreqs), ncclSuccess);
+    EXPECT_EQ(got, 1000 + 2000 * i);
+    EXPECT_EQ(0, memcmp(dst[i].data(), src[i].data(), src[i].size())) << i;
+  }
+}
+
+TEST_F(Loopback, SendLargerThanReceiveFails) {
+  auto src = Pattern(2000, 1);
+  std::vector<char> dst(1000);
+  void* d = dst.data();
+  size_t cap = dst.size();
+  int tag = 1, got = 0;
+  void* rreq = Irecv(1, &d, &cap, &tag);
+  void* sreq = Isend(src.data(), src.size(), tag);
+  std::vector<void*> sends = {sreq};
+  EXPECT_EQ(Wait(rreq, &got, &sends), ncclInvalidUsage);
+  void* again = nullptr;
+  EXPECT_NE(net.irecv(recv_, 1, &d, &cap, &tag, nullptr, nullptr, &again), ncclSuccess)
+      << "a failed connection stays failed";
+}
+
+TEST_F(Loopback, PeerCloseWithReceivePendingIsAnError) {
+  std::vector<char> dst(1000);
+  void* d = dst.data();
+  size_t cap = dst.size();
+  int tag = 1, got = 0;
+  void* rreq = Irecv(1, &d, &cap, &tag);
+  ASSERT_EQ(net.closeSend(send_), ncclSuccess);
+  send_ = nullptr;
+  EXPECT_EQ(Wait(rreq, &got), ncclRemoteError);
+}
+
+TEST_F(Loopback, CloseWithPendingRequestsDoesNotBlock) {
+  std::vector<char> big(32 << 20, 1), dst(1000);
+  void* sreq = Isend(big.data(), big.size(), 0);  // far more than the socket buffers hold
+  void* d = dst.data();
+  size_t cap = dst.size();
+  int tag = 99;
+  Irecv(1, &d, &cap, &tag);
+  (void)sreq;
+  double t = Now();
+  EXPECT_EQ(net.closeSend(send_), ncclSuccess);
+  EXPECT_EQ(net.closeRecv(recv_), ncclSuccess);
+  send_ = recv_ = nullptr;
+  EXPECT_LT(Now() - t, 0.5);
+}
+
+TEST_F(Loopback, MalformedHandleIsRejected) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  memset(handle, 0x42, sizeof handle);
+  void* s = nullptr;
+  EXPECT_EQ(net.connect(ctx_, 0, handle, &s, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(s, nullptr);
+}
+
+TEST_F(Loopback, StrayConnectionIsDroppedAndRealOneAccepted) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* listen = nullptr;
+  ASSERT_EQ(net.listen(ctx_, 0, handle, &listen), ncclSuccess);
+  // A stray peer learns the port (not the secret) and sends a hello-sized blob.
+  char copy[NCCL_NET_HANDLE_MAXSIZE];
+  memcpy(copy, handle, sizeof copy);
+  uint16_t port;
+  memcpy(&port, copy + 6, 2);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa = {};
+  sa.sin_family = AF_INET;
+  sa.sin_port = port;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, (sockaddr*)&sa, sizeof sa), 0);
+  char junk[40];
+  memset(junk, 0x17, sizeof junk);
+  ASSERT_EQ(write(fd, junk, sizeof junk), 40);
+  void* r = nullptr;
+  for (int i = 0; i < 50 && !r; i++) {
+    ASSERT_EQ(net.accept(listen, &r, nullptr), ncclSuccess);
+    usleep(1000);
+  }
+  EXPECT_EQ(r, nullptr) << "a connection without the secret is never accepted";
+  char buf[8];
+  EXPECT_LE(read(fd, buf, sizeof buf), 0) << "the stray connection is closed";
+  close(fd);
+  void* s = nullptr;
+  double end = Now() + 5;
+  while ((!s || !r) && Now() < end) {
+    if (!s) { ASSERT_EQ(net.connect(ctx_, 0, handle, &s, nullptr), ncclSuccess); }
+    if (!r) { ASSERT_EQ(net.accept(listen, &r, nullptr), ncclSuccess); }
+  }
+  ASSERT_TRUE(s && r);
+  EXPECT_EQ(net.closeListen(listen), ncclSuccess);
+  EXPECT_EQ(net.closeSend(s), ncclSuccess);
+  EXPECT_EQ(net.closeRecv(r), ncclSuccess);
+}
+
+TEST(NetLifetime, FinalizeAcceptsNullAndHalfBuiltContexts) {
+  EXPECT_EQ(ncclNetPlugin_v11.finalize(nullptr), ncclSuccess);
+}
+
+TEST(NetLifetime, SeveralContextsAtOnce) {
+  setenv("BRAID_SOCKET_IFNAME", "lo", 1);
+  braid_params_reload();
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_EQ(ncclNetPlugin_v11.init(&a, 1, nullptr, nullptr, nullptr), ncclSuccess);
+  ASSERT_EQ(ncclNetPlugin_v11.init(&b, 2, nullptr, nullptr, nullptr), ncclSuccess);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(ncclNetPlugin_v11.finalize(a), ncclSuccess);
+  EXPECT_EQ(ncclNetPlugin_v11.finalize(b), ncclSuccess);
+}
+
+}  // namespace
