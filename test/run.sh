@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `make test`: every test, in both builds (plain and ASan+UBSan), plus the fuzzers.
+# Prints one line per suite and a closing "N passed, N failed" line; exits non-zero on failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+./tools/deps.sh test || exit 1
+
+JOBS=${JOBS:-2}
+FUZZ_SECONDS=${FUZZ_SECONDS:-15}
+pass=0 fail=0 failed=()
+log_dir=build/test-logs
+mkdir -p "$log_dir"
+
+suite() { # name, command...
+  local name=$1; shift
+  local log="$log_dir/$name.log" t0=$SECONDS
+  if "$@" >"$log" 2>&1; then
+    pass=$((pass + 1)); printf 'PASS %-28s %4ds\n' "$name" $((SECONDS - t0))
+  else
+    fail=$((fail + 1)); failed+=("$name"); printf 'FAIL %-28s %4ds  (log: %s)\n' "$name" $((SECONDS - t0)) "$log"
+    tail -n 30 "$log" | sed 's/^/    /'
+  fi
+}
+
+suite build make -j"$JOBS" all build/unit-tests
+suite build-sanitized make -j"$JOBS" SAN=1 OPT=-O1 BUILD=build/san build/san/libnccl-net-braid.so \
+  build/san/braid-perf build/san/unit-tests
+suite unit env BRAID_PLUGIN_PATH=build/libnccl-net-braid.so ./build/unit-tests
+suite unit-sanitized env BRAID_PLUGIN_PATH=build/san/libnccl-net-braid.so ./build/san/unit-tests
+suite integration ./test/integration/run.sh build
+suite integration-sanitized ./test/integration/run.sh build/san
+suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
+
+echo
+[ ${#failed[@]} -gt 0 ] && echo "failed suites: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,193 @@
+// Every exported ncclNetPlugin_vN, loaded from the built library as NCCL loads it (dlopen,
+// RTLD_LOCAL), exercised end to end, then dlclosed and loaded again.  BRAID_PLUGIN_PATH names
+// the library (test/run.sh sets it; default build/libnccl-net-braid.so).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <string>
+#include <type_traits>
+#include <vector>
+
+extern "C" {
+#include "nccl_plugin/net.h"
+}
+
+namespace {
+
+std::string PluginPath() {
+  const char* p = getenv("BRAID_PLUGIN_PATH");
+  return p ? p : "build/libnccl-net-braid.so";
+}
+
+double Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+template <int V> struct Abi;
+template <> struct Abi<7> { using Net = ncclNet_v7_t; using Props = ncclNetProperties_v7_t; };
+template <> struct Abi<8> { using Net = ncclNet_v8_t; using Props = ncclNetProperties_v8_t; };
+template <> struct Abi<9> { using Net = ncclNet_v9_t; using Props = ncclNetProperties_v9_t; };
+template <> struct Abi<10> { using Net = ncclNet_v10_t; using Props = ncclNetProperties_v10_t; };
+template <> struct Abi<11> { using Net = ncclNet_v11_t; using Props = ncclNetProperties_v11_t; };
+template <> struct Abi<12> { using Net = ncclNet_v12_t; using Props = ncclNetProperties_v12_t; };
+
+// One library load: init, properties, connect, a grouped exchange, close, finalize, dlclose.
+template <int V>
+void Exercise() {
+  using Net = typename Abi<V>::Net;
+  void* lib = dlopen(PluginPath().c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  std::string sym = "ncclNetPlugin_v" + std::to_string(V);
+  Net* net = static_cast<Net*>(dlsym(lib, sym.c_str()));
+  ASSERT_NE(net, nullptr) << sym;
+  EXPECT_STREQ(net->name, "braid");
+  EXPECT_EQ(dlsym(lib, "ncclTunerPlugin_v5"), nullptr) << "the net library exports no tuner";
+
+  void* ctx = nullptr;
+  if constexpr (V >= 11) {
+    ASSERT_EQ(net->init(&ctx, 42, nullptr, nullptr, nullptr), ncclSuccess);
+  } else if constexpr (V == 10) {
+    ASSERT_EQ(net->init(nullptr, nullptr), ncclSuccess);
+  } else {
+    ASSERT_EQ(net->init(nullptr), ncclSuccess);
+  }
+  int ndev = 0;
+  ASSERT_EQ(net->devices(&ndev), ncclSuccess);
+  ASSERT_GE(ndev, 1);
+  typename Abi<V>::Props props;
+  memset(&props, 0xA5, sizeof props);
+  ASSERT_EQ(net->getProperties(0, &props), ncclSuccess);
+  EXPECT_EQ(props.netDeviceType, NCCL_NET_DEVICE_HOST);
+  EXPECT_GE(props.maxRecvs, 8);
+  if constexpr (V >= 9) {
+    EXPECT_GT(props.maxP2pBytes, 0u);
+    EXPECT_EQ(props.vProps.ndevs, 1);
+  }
+  if constexpr (V >= 12) {
+    EXPECT_EQ(props.railId, -1);
+    EXPECT_EQ(props.planeId, -1);
+  }
+
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void *listen = nullptr, *s = nullptr, *r = nullptr;
+  if constexpr (V >= 11) {
+    ASSERT_EQ(net->listen(ctx, 0, handle, &listen), ncclSuccess);
+  } else {
+    ASSERT_EQ(net->listen(0, handle, &listen), ncclSuccess);
+  }
+  for (double end = Now() + 5; (!s || !r) && Now() < end;) {
+    if (!s) {
+      ncclResult_t rc;
+      if constexpr (V >= 11) rc = net->connect(ctx, 0, handle, &s, nullptr);
+      else if constexpr (V == 10) rc = net->connect(0, nullptr, handle, &s, nullptr);
+      else rc = net->connect(0, handle, &s, nullptr);
+      ASSERT_EQ(rc, ncclSuccess);
+    }
+    if (!r) { ASSERT_EQ(net->accept(listen, &r, nullptr), ncclSuccess); }
+  }
+  ASSERT_TRUE(s && r);
+  ASSERT_EQ(net->closeListen(listen), ncclSuccess);
+
+  std::vector<char> a(3000, 'a'), b(70000, 'b'), ra(4000), rb(80000);
+  void *mh_s = nullptr, *mh_r = nullptr;
+  ASSERT_EQ(net->regMr(s, b.data(), (int)b.size(), NCCL_PTR_HOST, &mh_s), ncclSuccess);
+  ASSERT_EQ(net->regMr(r, rb.data(), (int)rb.size(), NCCL_PTR_HOST, &mh_r), ncclSuccess);
+  void* rdata[2] = {ra.data(), rb.data()};
+  int tags[2] = {5, 6};
+  void* mhs[2] = {nullptr, mh_r};
+  void* rreq = nullptr;
+  if constexpr (V <= 8) {
+    int sizes[2] = {(int)ra.size(), (int)rb.size()};
+    ASSERT_EQ(net->irecv(r, 2, rdata, sizes, tags, mhs, &rreq), ncclSuccess);
+  } else if constexpr (V == 9) {
+    size_t sizes[2] = {ra.size(), rb.size()};
+    ASSERT_EQ(net->irecv(r, 2, rdata, sizes, tags, mhs, &rreq), ncclSuccess);
+  } else {
+    size_t sizes[2] = {ra.size(), rb.size()};
+    ASSERT_EQ(net->irecv(r, 2, rdata, sizes, tags, mhs, nullptr, &rreq), ncclSuccess);
+  }
+  ASSERT_NE(rreq, nullptr);
+  std::vector<void*> sreqs;
+  for (auto* m : {&b, &a}) {
+    void* req = nullptr;
+    int tag = m == &a ? 5 : 6;
+    void* mh = m == &b ? mh_s : nullptr;
+    if constexpr (V <= 8) { ASSERT_EQ(net->isend(s, m->data(), (int)m->size(), tag, mh, &req), ncclSuccess); }
+    else if constexpr (V == 9) { ASSERT_EQ(net->isend(s, m->data(), m->size(), tag, mh, &req), ncclSuccess); }
+    else { ASSERT_EQ(net->isend(s, m->data(), m->size(), tag, mh, nullptr, &req), ncclSuccess); }
+    ASSERT_NE(req, nullptr);
+    sreqs.push_back(req);
+  }
+  int sizes[2] = {0, 0}, done = 0;
+  for (double end = Now() + 5; !done && Now() < end;) {
+    for (void*& q : sreqs) {
+      int d = 0, sz = 0;
+      if (q) { ASSERT_EQ(net->test(q, &d, &sz), ncclSuccess); }
+      if (d) q = nullptr;
+    }
+    ASSERT_EQ(net->test(rreq, &done, sizes), ncclSuccess);
+  }
+  ASSERT_TRUE(done);
+  EXPECT_EQ(sizes[0], 3000);
+  EXPECT_EQ(sizes[1], 70000);
+  EXPECT_EQ(0, memcmp(ra.data(), a.data(), a.size()));
+  EXPECT_EQ(0, memcmp(rb.data(), b.data(), b.size()));
+  void* flush = nullptr;
+  EXPECT_EQ(net->iflush(r, 2, rdata, sizes, mhs, &flush), ncclSuccess);
+  EXPECT_EQ(flush, nullptr);
+  EXPECT_EQ(net->deregMr(s, mh_s), ncclSuccess);
+  EXPECT_EQ(net->deregMr(r, mh_r), ncclSuccess);
+  EXPECT_EQ(net->closeSend(s), ncclSuccess);
+  EXPECT_EQ(net->closeRecv(r), ncclSuccess);
+  if constexpr (V >= 11) { EXPECT_EQ(net->finalize(ctx), ncclSuccess); }
+  EXPECT_EQ(dlclose(lib), 0);
+}
+
+class AbiVersions : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("BRAID_SOCKET_IFNAME", "lo", 1); }
+};
+
+TEST_F(AbiVersions, V7) { Exercise<7>(); }
+TEST_F(AbiVersions, V8) { Exercise<8>(); }
+TEST_F(AbiVersions, V9) { Exercise<9>(); }
+TEST_F(AbiVersions, V10) { Exercise<10>(); }
+TEST_F(AbiVersions, V11) { Exercise<11>(); }
+TEST_F(AbiVersions, V12) { Exercise<12>(); }
+
+TEST_F(AbiVersions, SurvivesRepeatedUnloadAndReload) {
+  for (int i = 0; i < 3; i++) {
+    Exercise<11>();
+    Exercise<10>();
+  }
+}
+
+TEST_F(AbiVersions, InitFailsCleanlyOnBadConfigAndFinalizeAcceptsNull) {
+  setenv("BRAID_TIMEOUT_MS", "banana", 1);
+  void* lib = dlopen(PluginPath().c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  auto* net = static_cast<ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11"));
+  void* ctx = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(net->init(&ctx, 1, nullptr, nullptr, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(net->finalize(ctx), ncclSuccess) << "NCCL finalizes even after a failed init";
+  unsetenv("BRAID_TIMEOUT_MS");
+  EXPECT_EQ(dlclose(lib), 0);
+}
+
+TEST_F(AbiVersions, NoUsableInterfaceFailsInit) {
+  setenv("BRAID_SOCKET_IFNAME", "=no-such-nic0", 1);
+  void* lib = dlopen(PluginPath().c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  auto* net = static_cast<ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11"));
+  void* ctx = nullptr;
+  EXPECT_NE(net->init(&ctx, 1, nullptr, nullptr, nullptr), ncclSuccess);
+  EXPECT_EQ(net->finalize(ctx), ncclSuccess);
+  EXPECT_EQ(dlclose(lib), 0);
+}
+
+}  // namespace
