@@ -74,7 +74,7 @@ $(TRACE): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(TRACE_SRCS))
 
 $(BUILD)/tcp_%: bench/ref/tcp_%.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -O2 $(WARN) -D_GNU_SOURCE -pthread $< -o $@
+	$(CC) -std=c11 -O2 $(WARN) -pthread $< -o $@
 
 $(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE)
 	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)

@@ -309,7 +309,9 @@ static ssize_t rx_read(struct braid_comm *c, struct braid_stream *s, void *dst, 
   }
 }
 
-static ncclResult_t rx_stream(struct braid_comm *c, struct braid_stream *s) {
+/* read: whether to call recv() (irecv only places what is already staged: the syscall would
+ * delay the send NCCL posts next, and the following test() reads anyway). */
+static ncclResult_t rx_stream(struct braid_comm *c, struct braid_stream *s, bool read) {
   while (!c->err && !s->eof) {
     size_t avail = s->stage_len - s->stage_off;
     if (s->in_frame) {
@@ -324,6 +326,7 @@ static ncclResult_t rx_stream(struct braid_comm *c, struct braid_stream *s) {
         continue;
       }
       s->stage_off = s->stage_len = 0;
+      if (!read) break;
       if (s->frame_left >= RX_DIRECT_MIN) {
         ssize_t n = rx_read(c, s, s->frame_dest, s->frame_left);
         if (n <= 0) break;
@@ -343,6 +346,7 @@ static ncclResult_t rx_stream(struct braid_comm *c, struct braid_stream *s) {
       continue;
     }
     /* Need more bytes in the stage: compact, then read. */
+    if (!read) break;
     if (s->stage_off) {
       memmove(s->stage, s->stage + s->stage_off, avail);
       s->stage_off = 0, s->stage_len = avail;
@@ -354,10 +358,10 @@ static ncclResult_t rx_stream(struct braid_comm *c, struct braid_stream *s) {
   return c->err;
 }
 
-static ncclResult_t rx_progress(struct braid_comm *c) {
+static ncclResult_t rx_progress(struct braid_comm *c, bool read) {
   int eofs = 0;
   for (int i = 0; i < c->nstreams && !c->err; i++) {
-    rx_stream(c, &c->streams[i]);
+    rx_stream(c, &c->streams[i], read);
     eofs += c->streams[i].eof;
   }
   if (!c->err && eofs == c->nstreams && c->nposted + (c->nfree < c->nreqs) > 0) {
@@ -396,7 +400,7 @@ ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const si
     }
   }
   if (!req_all_matched(r)) c->posted[c->nposted++] = r;
-  rx_progress(c);
+  rx_progress(c, false);
   *request = r;
   return ncclSuccess;
 }
@@ -411,7 +415,7 @@ ncclResult_t braid_xfer_test(void *request, int *done, int *sizes) {
   struct braid_comm *c = r->comm;
   if (!r->done) {
     if (r->kind == BRAID_REQ_SEND) tx_progress(c);
-    else rx_progress(c);
+    else rx_progress(c, true);
   }
   if (!r->done) return c->err;
   *done = 1;
