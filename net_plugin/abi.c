@@ -1,4 +1,5 @@
-/* The exported ncclNetPlugin_v7 ... _v12 tables: thin adapters over net.c.
+/* The exported ncclNetPlugin_v7 ... _v12 tables: thin adapters over net.h's braid_net_* calls,
+ * implemented by net.c (libnccl-net-braid.so) or by the braid-trace wrapper.
  *
  * Versions differ only in argument shapes (int vs size_t sizes, a context or not, profiler
  * handles) and in which property fields exist; each adapter converts and forwards.  No tuner or
@@ -10,7 +11,8 @@
 #include "nccl_plugin/net.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define PLUGIN_NAME "braid"
+/* Defined by the implementation linked in: "braid" (net.c), or the trace wrapper's name. */
+#define PLUGIN_NAME braid_plugin_name
 
 /* ---------- properties ---------- */
 

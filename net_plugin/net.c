@@ -17,6 +17,8 @@
 #include "param.h"
 #include "setup.h"
 
+const char braid_plugin_name[] = "braid";
+
 #define CTX_MAGIC 0x42435458u
 #define MR_MAGIC 0x42524D52u
 

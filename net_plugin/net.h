@@ -21,6 +21,9 @@ struct braid_props {
   int16_t rail_id, plane_id;
 };
 
+/* The table name NCCL sees (and matches NCCL_NET against). */
+extern const char braid_plugin_name[];
+
 /* abi: "ncclNetPlugin_v11" etc., for the INFO line naming the version NCCL picked. */
 ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
                             ncclDebugLogger_t logger, const char *abi);
