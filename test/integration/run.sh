@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Multi-process tests through braid-perf: every op verified across sizes, every ABI version,
+# NCCL's plugin-name rules, peers killed mid-transfer, braid-trace, and the docs' coverage.
+#   test/integration/run.sh BUILD_DIR       (build or build/san)
+# Only loopback carries traffic.  Prints "integration: N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=${1:-build}
+PERF=$B/braid-perf
+PLUGIN=$(realpath "$B/libnccl-net-braid.so")
+export NCCL_NET_PLUGIN=$PLUGIN BRAID_SOCKET_IFNAME=lo
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; kill $(jobs -p) 2>/dev/null' EXIT
+pass=0 fail=0
+
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -f "$tmp/out" ] && tail -n 20 "$tmp/out" | sed 's/^/     /'; }
+
+# check NAME CMD...: passes when CMD exits 0 within 300 s and prints no "#wrong" errors.
+check() {
+  local name=$1; shift
+  if timeout 300 "$@" >"$tmp/out" 2>&1; then ok "$name"; else bad "$name (exit $?)"; fi
+}
+
+check sendrecv-zero       "$PERF" sendrecv -n 2 -b 0 -e 0 --iters 5 -w 1
+check sendrecv-sweep      "$PERF" sendrecv -n 2 -b 1 -e 64M -f 2 --iters 3 -w 1
+check sendrecv-odd-sizes  "$PERF" sendrecv -n 3 -b 7 -e 20000000 -f 7 --iters 3 -w 1
+check sendrecv-oneway     "$PERF" sendrecv --oneway -n 2 -b 1 -e 64M -f 16 --iters 3 -w 1
+check sendrecv-512k       env NCCL_P2P_NET_CHUNKSIZE=524288 "$PERF" sendrecv -n 2 -b 1M -e 32M -f 4 --iters 3 -w 1
+check allreduce-ring      "$PERF" allreduce --algo ring -n 3 -b 4 -e 32M -f 8 --iters 3 -w 1
+check allreduce-ring-odd  "$PERF" allreduce --algo ring -n 4 -b 4 -e 12000004 -f 13 --iters 3 -w 1 -d int32
+check allreduce-tree      "$PERF" allreduce --algo tree -n 4 -b 4 -e 32M -f 8 --iters 3 -w 1
+check allreduce-tree-5    "$PERF" allreduce --algo tree -n 5 -b 4 -e 8M -f 16 --iters 3 -w 1 -d float64 -o max
+check allgather           "$PERF" allgather -n 3 -b 3 -e 16M -f 8 --iters 3 -w 1
+check reducescatter       "$PERF" reducescatter -n 3 -b 12 -e 16M -f 8 --iters 3 -w 1 -o min
+check channels-4          env NCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=4 "$PERF" allreduce -n 2 -b 1M -e 16M -f 4 --iters 3 -w 1
+check streams-3           env BRAID_NSTREAMS=3 BRAID_CHUNK_BYTES=64K "$PERF" sendrecv -n 2 -b 1 -e 32M -f 8 --iters 3 -w 1
+for v in 7 8 9 10 11 12; do
+  check "abi-v$v"         "$PERF" --net-version "$v" sendrecv -n 2 -b 1 -e 4M -f 64 --iters 3 -w 1
+done
+# NCCL's name rules: "braid" -> libnccl-net-braid.so on the loader path.
+check plugin-by-name      env NCCL_NET_PLUGIN=braid LD_LIBRARY_PATH="$B" "$PERF" sendrecv -n 2 -b 1K -e 1K --iters 2 -w 0
+if NCCL_NET_PLUGIN=no-such-plugin timeout 30 "$PERF" sendrecv -n 2 -b 1K -e 1K >"$tmp/out" 2>&1; then
+  bad "missing-plugin (exit 0)"
+else ok "missing-plugin-fails"; fi
+if ! BRAID_TIMEOUT_MS=banana timeout 30 "$PERF" sendrecv -n 2 -b 1K -e 1K >"$tmp/out" 2>&1 &&
+   grep -q "BRAID_TIMEOUT_MS" "$tmp/out"; then
+  ok "bad-config-fails-loudly"
+else bad "bad-config-fails-loudly"; fi
+
+# --print-params and the README list every variable of the registry.
+"$PERF" --print-params >"$tmp/params" 2>&1
+missing=""
+for v in $(sed -n 's/^BRAID_PARAM(\([A-Z_]*\),.*/BRAID_\1/p' common/params.def); do
+  grep -q "$v" "$tmp/params" || missing+=" $v(print-params)"
+  grep -q "\`$v\`" README.md || missing+=" $v(README)"
+done
+if [ -z "$missing" ]; then ok "params-documented"; else echo "missing:$missing" >"$tmp/out"; bad "params-documented"; fi
+
+# A peer killed mid-transfer: the survivor fails promptly with braid's error, never hangs.
+port_base=$((20000 + RANDOM % 20000))
+kill_case() { # name victim_rank
+  local name=$1 victim=$2 port=$((port_base++))
+  local args=(sendrecv --oneway -b 64M -e 64M --iters 1000000 -w 0 --nranks 2 --rendezvous 127.0.0.1:$port)
+  "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 & local p0=$!
+  "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1 & local p1=$!
+  sleep 2
+  local pv=$p0 ps=$p1 survivor=1
+  [ "$victim" = 1 ] && pv=$p1 ps=$p0 survivor=0
+  kill -9 "$pv"
+  local t0=$SECONDS rc=0
+  for _ in $(seq 1 200); do kill -0 "$ps" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$ps" 2>/dev/null; then
+    kill -9 "$ps"; wait "$ps" 2>/dev/null
+    cp "$tmp/r$survivor" "$tmp/out"; bad "$name (survivor still running after 20 s)"; return
+  fi
+  wait "$ps"; rc=$?
+  wait "$pv" 2>/dev/null
+  cp "$tmp/r$survivor" "$tmp/out"
+  if [ "$rc" -ne 0 ] && grep -q "braid" "$tmp/out" && grep -qi "fail\|closed\|error" "$tmp/out"; then
+    ok "$name (survivor exit $rc after $((SECONDS - t0)) s)"
+  else bad "$name (survivor exit $rc)"; fi
+}
+kill_case kill-sender 0
+kill_case kill-receiver 1
+
+if [ -x test/integration/trace_test.sh ] && [ -f "$B/libnccl-net-braidtrace.so" ]; then
+  if ./test/integration/trace_test.sh "$B" >"$tmp/out" 2>&1; then ok "braid-trace"; else bad "braid-trace"; fi
+fi
+
+echo "integration ($B): $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
