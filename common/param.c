@@ -38,8 +38,9 @@ static int param_parse_bool(const char *t, int64_t *out) {
 static int64_t param_size_unit(const char *s) {
   if (!*s) return 1;
   static const char units[] = "KMGT";
+  if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z'))) return 0;
   const char *u = strchr(units, s[0] & ~0x20);
-  if (!u || s[0] == 0) return 0;
+  if (!u) return 0;
   const char *rest = s + 1;
   if (*rest && strcasecmp(rest, "B") && strcasecmp(rest, "iB")) return 0;
   return (int64_t)1 << (10 * (u - units + 1));
@@ -59,9 +60,10 @@ int braid_param_parse(const struct braid_param_def *def, const char *text, int64
   long long v = strtoll(text, &end, 0);
   int64_t unit = def->type == BRAID_PARAM_SIZE ? param_size_unit(end) : (*end ? 0 : 1);
   if (end == text || errno == ERANGE || unit == 0) {
-    snprintf(err, errlen, "%s=\"%s\" is not %s", def->name, text,
+    snprintf(err, errlen, "%s=\"%s\" is not %s in [%" PRId64 ", %" PRId64 "]", def->name, text,
              def->type == BRAID_PARAM_SIZE ? "a size (a number with an optional K/M/G suffix)"
-                                           : "an integer");
+                                           : "an integer",
+             def->min, def->max);
     return -1;
   }
   if (v != 0 && (v > INT64_MAX / unit || v < INT64_MIN / unit)) {
