@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Point-to-point figures of the TCP transport on loopback, side by side with plain-TCP references
+# in the same run, interleaved round by round (these machines are shared and noisy):
+#   - tcp_stream: a plain two-process TCP program, 1 MiB blocking writes, a thread per direction
+#   - tcp_pingpong: a plain TCP ping-pong whose receivers spin on non-blocking recv()
+#   - braid-perf through libnccl-net-braid.so, NCCL-shaped (8 in flight, 128 KiB / 512 KiB pieces)
+#   - optionally another plugin through braid-perf (OTHER_PLUGIN=/path/libnccl-net-x.so, with
+#     whatever environment it needs, e.g. aws-ofi-nccl with FI_PROVIDER=tcp)
+# Usage: bench/p2p.sh [ROUNDS]   (default 5).  Writes bench/results/p2p-<date>.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-5}
+B=build
+PERF=$B/braid-perf
+export NCCL_NET_PLUGIN=$PWD/$B/libnccl-net-braid.so BRAID_SOCKET_IFNAME=lo
+mkdir -p bench/results
+out=bench/results/p2p-$(date +%Y%m%d-%H%M%S).txt
+declare -A vals
+
+# perf_col OP_ARGS... : prints "time_us algbw" of the last table row.
+perf_row() {
+  "$PERF" "$@" 2>&1 | awk '/^ +[0-9]/ {t=$5; a=$6} END {print t, a}'
+}
+add() { vals[$1]+="$2 "; }
+
+for r in $(seq 1 "$rounds"); do
+  echo "# round $r/$rounds" >&2
+  add plain_oneway "$($B/tcp_stream --repeat 1 --seconds 1 | sed -n 's/.*gbps_median=\([0-9.]*\).*/\1/p')"
+  read -r _ a < <(perf_row sendrecv --oneway -n 2 -b 64M -e 64M -w 3 --iters 20)
+  add braid_oneway_128k "$a"
+  read -r _ a < <(NCCL_P2P_NET_CHUNKSIZE=524288 perf_row sendrecv --oneway -n 2 -b 64M -e 64M -w 3 --iters 20)
+  add braid_oneway_512k "$a"
+  if [ -n "${OTHER_PLUGIN:-}" ]; then
+    read -r _ a < <(NCCL_NET_PLUGIN=$OTHER_PLUGIN perf_row sendrecv --oneway -n 2 -b 64M -e 64M -w 3 --iters 20)
+    add other_oneway_128k "$a"
+    read -r _ a < <(NCCL_NET_PLUGIN=$OTHER_PLUGIN NCCL_P2P_NET_CHUNKSIZE=524288 perf_row sendrecv --oneway -n 2 -b 64M -e 64M -w 3 --iters 20)
+    add other_oneway_512k "$a"
+  fi
+  add plain_bidir "$($B/tcp_stream --bidir --repeat 1 --seconds 1 | sed -n 's/.*gbps_median=\([0-9.]*\).*/\1/p')"
+  read -r _ a < <(perf_row sendrecv -n 2 -b 64M -e 64M -w 3 --iters 20)
+  add braid_bidir "$a"
+  add plain_halfrtt "$($B/tcp_pingpong --iters 50000 | sed -n 's/.*half_rtt_us_median=\([0-9.]*\).*/\1/p')"
+  read -r t _ < <(perf_row sendrecv -n 2 -b 8 -e 8 -w 2000 --iters 50000)
+  add braid_8b_us "$t"
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+m() { echo "${vals[$1]}" | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
+
+{
+  echo "# braid p2p on loopback, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -r)"
+  echo "# medians of $rounds interleaved rounds; GB/s = 1e9 bytes/s; raw values in brackets"
+  printf '%-44s %8s   %s\n' "figure" "median" "ratio (target)"
+  printf '%-44s %8s   [%s]\n' "plain TCP one way, 1 MiB writes (GB/s)" "$(m plain_oneway)" "${vals[plain_oneway]}"
+  printf '%-44s %8s   %sx plain one way (>= 1.0)  [%s]\n' "braid sendrecv --oneway 64M, 128K pieces" "$(m braid_oneway_128k)" "$(ratio "$(m braid_oneway_128k)" "$(m plain_oneway)")" "${vals[braid_oneway_128k]}"
+  printf '%-44s %8s   %sx plain one way (>= 1.2)  [%s]\n' "braid sendrecv --oneway 64M, 512K pieces" "$(m braid_oneway_512k)" "$(ratio "$(m braid_oneway_512k)" "$(m plain_oneway)")" "${vals[braid_oneway_512k]}"
+  if [ -n "${OTHER_PLUGIN:-}" ]; then
+    printf '%-44s %8s   braid/other %sx  [%s]\n' "$(basename "$OTHER_PLUGIN") --oneway 64M, 128K" "$(m other_oneway_128k)" "$(ratio "$(m braid_oneway_128k)" "$(m other_oneway_128k)")" "${vals[other_oneway_128k]}"
+    printf '%-44s %8s   braid/other %sx  [%s]\n' "$(basename "$OTHER_PLUGIN") --oneway 64M, 512K" "$(m other_oneway_512k)" "$(ratio "$(m braid_oneway_512k)" "$(m other_oneway_512k)")" "${vals[other_oneway_512k]}"
+  fi
+  printf '%-44s %8s   [%s]\n' "plain TCP both directions, per direction" "$(m plain_bidir)" "${vals[plain_bidir]}"
+  printf '%-44s %8s   %sx plain per direction (>= 0.9)  [%s]\n' "braid sendrecv 64M, 2 ranks, per direction" "$(m braid_bidir)" "$(ratio "$(m braid_bidir)" "$(m plain_bidir)")" "${vals[braid_bidir]}"
+  printf '%-44s %8s   [%s]\n' "plain TCP ping-pong half round trip (us)" "$(m plain_halfrtt)" "${vals[plain_halfrtt]}"
+  printf '%-44s %8s   %sx half RTT (<= 1.5)  [%s]\n' "braid sendrecv 8 B time (us)" "$(m braid_8b_us)" "$(ratio "$(m braid_8b_us)" "$(m plain_halfrtt)")" "${vals[braid_8b_us]}"
+} | tee "$out"
+echo "# written to $out"
