@@ -41,6 +41,8 @@ UNIT    = $(BUILD)/unit-tests
 REFS    = $(BUILD)/tcp_stream $(BUILD)/tcp_pingpong
 
 TARGETS = $(PLUGIN) $(PERF) $(REFS)
+
+include tools/perf/build.mk
 ifneq ($(TRACE_SRCS),)
   TARGETS += $(TRACE)
 endif

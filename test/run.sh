@@ -22,7 +22,7 @@ suite() { # name, command...
   fi
 }
 
-suite build make -j"$JOBS" all build/unit-tests
+suite build make -j"$JOBS" all build/unit-tests build/libnccl-net-chaos.so
 suite build-sanitized make -j"$JOBS" SAN=1 OPT=-O1 BUILD=build/san build/san/libnccl-net-braid.so \
   build/san/braid-perf build/san/unit-tests
 suite unit env BRAID_PLUGIN_PATH=build/libnccl-net-braid.so ./build/unit-tests

@@ -35,6 +35,11 @@ check allgather           "$PERF" allgather -n 3 -b 3 -e 16M -f 8 --iters 3 -w 1
 check reducescatter       "$PERF" reducescatter -n 3 -b 12 -e 16M -f 8 --iters 3 -w 1 -o min
 check channels-4          env NCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=4 "$PERF" allreduce -n 2 -b 1M -e 16M -f 4 --iters 3 -w 1
 check streams-3           env BRAID_NSTREAMS=3 BRAID_CHUNK_BYTES=64K "$PERF" sendrecv -n 2 -b 1 -e 32M -f 8 --iters 3 -w 1
+# NCCL-like retries: a wrapper that returns NULL requests/comms and "not done" at random.
+if [ -f "$B/libnccl-net-chaos.so" ]; then
+  check chaos-sendrecv    env CHAOS_INNER="$PLUGIN" "$PERF" --plugin "$B/libnccl-net-chaos.so" sendrecv -n 3 -b 0 -e 4M -f 8 --iters 3 -w 1
+  check chaos-allreduce   env CHAOS_INNER="$PLUGIN" "$PERF" --plugin "$B/libnccl-net-chaos.so" allreduce --algo tree -n 5 -b 0 -e 4M -f 8 --iters 3 -w 1
+fi
 for v in 7 8 9 10 11 12; do
   check "abi-v$v"         "$PERF" --net-version "$v" sendrecv -n 2 -b 1 -e 4M -f 64 --iters 3 -w 1
 done
@@ -77,7 +82,7 @@ kill_case() { # name victim_rank
   wait "$ps"; rc=$?
   wait "$pv" 2>/dev/null
   cp "$tmp/r$survivor" "$tmp/out"
-  if [ "$rc" -ne 0 ] && grep -q "braid" "$tmp/out" && grep -qi "fail\|closed\|error" "$tmp/out"; then
+  if [ "$rc" -ne 0 ] && grep -q "NET/braid.*failed" "$tmp/out" && grep -q ncclRemoteError "$tmp/out"; then
     ok "$name (survivor exit $rc after $((SECONDS - t0)) s)"
   else bad "$name (survivor exit $rc)"; fi
 }

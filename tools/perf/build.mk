@@ -1,0 +1,20 @@
+# braid-perf build notes, for the top-level Makefile (which owns the rules).
+#
+# braid-perf itself needs nothing here: the Makefile's PERF_SRCS/NETLOAD_SRCS wildcards
+# (tools/perf/*.c, tools/netload/*.c) plus common/log.c and common/param.c, linked with
+# -ldl -lpthread -lm, are exactly its sources. tools/perf/test/ is deliberately outside the
+# wildcard.
+#
+# Optional, with `include tools/perf/build.mk` after the obj macro and NETLOAD_SRCS:
+#   CHAOS: a test-only net plugin that wraps another one (CHAOS_INNER) and makes isend/irecv
+#          return NULL requests, connect/accept NULL comms and test "not done" at random
+#          (CHAOS_PERCENT), to exercise braid-perf's and NCCL-like retry paths.
+#   perf-smoke: runs tools/perf/test/smoke.sh (a verified matrix of every op, about a minute).
+CHAOS = $(BUILD)/libnccl-net-chaos.so
+
+$(CHAOS): $(call obj,$(NETLOAD_SRCS) tools/perf/test/chaos_net.c)
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined $^ -o $@ $(LDLIBS)
+
+.PHONY: perf-smoke
+perf-smoke: $(PERF) $(PLUGIN) $(CHAOS)
+	BUILD=$(BUILD) tools/perf/test/smoke.sh

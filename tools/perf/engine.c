@@ -1,0 +1,265 @@
+/* braid-perf: the proxy-like progress engine. */
+#include "engine.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "proto.h"
+#include "rdv.h"
+
+static double eng_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int eng_fail(struct engine *e, const char *call, ncclResult_t r, const struct eng_conn *c) {
+  if (c)
+    fprintf(stderr, "braid-perf: rank %d: plugin call %s (%s comm to rank %d, channel %d) "
+            "failed: %s (%d)\n", e->rank, call, c->is_send ? "send" : "recv", c->peer, c->chan,
+            netload_result_str(r), (int)r);
+  else
+    fprintf(stderr, "braid-perf: rank %d: plugin call %s failed: %s (%d)\n", e->rank, call,
+            netload_result_str(r), (int)r);
+  return -1;
+}
+
+/* Makes sure c has a registered buffer of ENG_STEPS slots of `slot` bytes for protocol p. */
+static int eng_buf_ready(struct engine *e, struct eng_conn *c, enum perf_proto p, size_t slot) {
+  struct eng_buf *b = &c->buf[p];
+  if (b->data && b->slot >= slot) return 0;
+  if (b->mh) {
+    ncclResult_t r = netload_dereg_mr(e->nl, c->comm, b->mh);
+    if (r != ncclSuccess) return eng_fail(e, "deregMr", r, c);
+  }
+  free(b->data);
+  memset(b, 0, sizeof *b);
+  if (posix_memalign((void **)&b->data, 4096, slot * ENG_STEPS)) {
+    fprintf(stderr, "braid-perf: rank %d: out of memory\n", e->rank);
+    return -1;
+  }
+  memset(b->data, 0, slot * ENG_STEPS);
+  b->slot = slot;
+  ncclResult_t r = netload_reg_mr(e->nl, c->comm, b->data, slot * ENG_STEPS, NCCL_PTR_HOST, &b->mh);
+  return r == ncclSuccess ? 0 : eng_fail(e, "regMr", r, c);
+}
+
+int eng_conn_release(struct engine *e, struct eng_conn *c) {
+  int rc = 0;
+  for (int p = 0; p < 3; p++) {
+    struct eng_buf *b = &c->buf[p];
+    if (b->mh) {
+      ncclResult_t r = netload_dereg_mr(e->nl, c->comm, b->mh);
+      if (r != ncclSuccess) rc = eng_fail(e, "deregMr", r, c);
+    }
+    free(b->data);
+    memset(b, 0, sizeof *b);
+  }
+  return rc;
+}
+
+static char *eng_slot(const struct eng_op *op, struct eng_conn *c, uint64_t i) {
+  return c->buf[op->proto].data + (i % ENG_STEPS) * c->buf[op->proto].slot;
+}
+
+/* Posts ready sends into free slots, then tests the oldest. 1: progress, 0: none, -1: error. */
+static int eng_send(struct engine *e, const struct eng_op *op, struct eng_conn *c) {
+  int progress = 0;
+  while (c->posted < c->total && c->posted - c->completed < ENG_STEPS) {
+    uint64_t i = c->posted;
+    char *slot = eng_slot(op, c, i);
+    if (!c->filled) {
+      int simple = op->proto == PERF_PROTO_SIMPLE;
+      if (op->fill(op->ctx, c, i, simple ? slot : e->scratch, &c->fill_len)) break;
+      if (!simple) proto_encode(op->proto, slot, e->scratch, c->fill_len, c->seq + i);
+      c->filled = 1;
+      progress = 1;
+    }
+    void *req = NULL;
+    size_t wire = proto_wire_len(op->proto, c->fill_len);
+    ncclResult_t r = netload_isend(e->nl, c->comm, slot, wire, e->rank, c->buf[op->proto].mh,
+                                   NULL, &req);
+    if (r != ncclSuccess) return eng_fail(e, "isend", r, c);
+    if (!req) {
+      e->null_sends++;
+      break; /* no credit yet: NCCL retries the same send on its next pass */
+    }
+    c->req[i % ENG_STEPS] = req;
+    c->posted++;
+    c->filled = 0;
+    progress = 1;
+  }
+  while (c->completed < c->posted) {
+    int done = 0, size = 0;
+    ncclResult_t r = netload_test(e->nl, c->req[c->completed % ENG_STEPS], &done, &size);
+    if (r != ncclSuccess) return eng_fail(e, "test", r, c);
+    if (!done) break;
+    c->completed++;
+    progress = 1;
+  }
+  return progress;
+}
+
+/* Posts receives into free slots, with NCCL's optional-completion hint for LL/LL128. */
+static int eng_recv_post(struct engine *e, const struct eng_op *op, struct eng_conn *c) {
+  int progress = 0;
+  while (c->posted < c->total && c->posted - c->consumed < ENG_STEPS) {
+    uint64_t i = c->posted;
+    void *data = eng_slot(op, c, i), *mh = c->buf[op->proto].mh;
+    size_t size = op->slot_wire;
+    int tag = c->peer;
+    int hint = e->optional_recv && op->proto != PERF_PROTO_SIMPLE;
+    void *req = hint ? (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION : NULL;
+    ncclResult_t r = netload_irecv(e->nl, c->comm, 1, &data, &size, &tag, &mh, NULL, &req);
+    if (r != ncclSuccess) return eng_fail(e, "irecv", r, c);
+    if (!req) {
+      e->null_recvs++;
+      break;
+    }
+    e->hint_posts += hint;
+    c->req[i % ENG_STEPS] = req;
+    c->hinted[i % ENG_STEPS] = hint;
+    c->posted++;
+    progress = 1;
+  }
+  return progress;
+}
+
+static int eng_size_mismatch(struct engine *e, struct eng_conn *c, uint64_t i, int got,
+                             size_t want) {
+  fprintf(stderr, "braid-perf: rank %d: receive %llu from rank %d (channel %d): test() reported "
+          "%d bytes, the sender sent %zu\n", e->rank, (unsigned long long)i, c->peer, c->chan,
+          got, want);
+  return -1;
+}
+
+/* Tests the oldest receives and hands arrived data to the op, in order. */
+static int eng_recv_done(struct engine *e, const struct eng_op *op, struct eng_conn *c) {
+  int progress = 0;
+  while (c->completed < c->posted) {
+    int done = 0, size = 0; /* NCCL zeroes sizes before test */
+    ncclResult_t r = netload_test(e->nl, c->req[c->completed % ENG_STEPS], &done, &size);
+    if (r != ncclSuccess) return eng_fail(e, "test", r, c);
+    if (!done) break;
+    c->got[c->completed % ENG_STEPS] = size;
+    c->completed++;
+    progress = 1;
+  }
+  while (c->consumed < c->completed) {
+    uint64_t i = c->consumed;
+    size_t want = op->expect(op->ctx, c, i), wire = proto_wire_len(op->proto, want);
+    int got = c->got[i % ENG_STEPS];
+    char *slot = eng_slot(op, c, i);
+    if (!c->hinted[i % ENG_STEPS] && (size_t)got != wire) return eng_size_mismatch(e, c, i, got, wire);
+    if (op->proto == PERF_PROTO_SIMPLE) {
+      op->consume(op->ctx, c, i, slot, want);
+    } else {
+      /* LL/LL128: the data counts once its flags are there, whatever test() said. */
+      if (!proto_decode(op->proto, e->scratch, slot, want, c->seq + i)) {
+        if (c->hinted[i % ENG_STEPS]) break; /* completed early, as allowed: keep polling */
+        fprintf(stderr, "braid-perf: rank %d: receive %llu from rank %d (channel %d): test() said "
+                "done but the %s data is incomplete\n", e->rank, (unsigned long long)i, c->peer,
+                c->chan, perf_proto_name(op->proto));
+        return -1;
+      }
+      op->consume(op->ctx, c, i, e->scratch, want);
+    }
+    c->consumed++;
+    progress = 1;
+  }
+  return progress;
+}
+
+static void eng_dump(struct engine *e, const char *why) {
+  fprintf(stderr, "braid-perf: rank %d: %s; connection states:\n", e->rank, why);
+  for (int k = 0; k < e->nconns; k++) {
+    struct eng_conn *c = e->conns[k];
+    if (!c->total) continue;
+    fprintf(stderr, "  %s rank %d ch %d: %llu msgs, posted %llu, completed %llu, consumed %llu%s\n",
+            c->is_send ? "send to  " : "recv from", c->peer, c->chan,
+            (unsigned long long)c->total, (unsigned long long)c->posted,
+            (unsigned long long)c->completed,
+            (unsigned long long)(c->is_send ? c->completed : c->consumed),
+            c->filled ? " (isend gave NULL, retrying)" : "");
+  }
+}
+
+/* Per-op set-up: staging buffers, scratch space, counters. */
+static int eng_prepare(struct engine *e, const struct eng_op *op) {
+  if (op->proto != PERF_PROTO_SIMPLE && e->scratch_bytes < op->step_data) {
+    free(e->scratch);
+    e->scratch = malloc(op->step_data);
+    e->scratch_bytes = e->scratch ? op->step_data : 0;
+    if (!e->scratch) return -1;
+  }
+  for (int k = 0; k < e->nconns; k++) {
+    struct eng_conn *c = e->conns[k];
+    c->posted = c->completed = c->consumed = 0;
+    c->filled = 0;
+    if (c->total && eng_buf_ready(e, c, op->proto, op->slot_wire)) return -1;
+  }
+  return 0;
+}
+
+/* One pass over every connection: receives first, then sends, then completions. */
+static int eng_pass(struct engine *e, const struct eng_op *op, int *pending) {
+  int progress = 0, rc;
+  *pending = 0;
+  for (int k = 0; k < e->nconns; k++) {
+    struct eng_conn *c = e->conns[k];
+    if (!c->is_send && c->total && (rc = eng_recv_post(e, op, c))) {
+      if (rc < 0) return -1;
+      progress = 1;
+    }
+  }
+  for (int k = 0; k < e->nconns; k++) {
+    struct eng_conn *c = e->conns[k];
+    if (!c->total) continue;
+    rc = c->is_send ? eng_send(e, op, c) : eng_recv_done(e, op, c);
+    if (rc < 0) return -1;
+    progress |= rc;
+    *pending |= (c->is_send ? c->completed : c->consumed) < c->total;
+  }
+  return progress;
+}
+
+int eng_run(struct engine *e, const struct eng_op *op) {
+  if (eng_prepare(e, op)) return -1;
+  double last = eng_now(), last_check = last;
+  int rc = 0, pending = 1;
+  while (pending) {
+    int progress = eng_pass(e, op, &pending);
+    if (progress < 0) { rc = -1; break; }
+    if (progress || !pending) {
+      last = eng_now();
+      continue;
+    }
+    double now = eng_now();
+    if (now - last > e->timeout_s) {
+      char why[96];
+      snprintf(why, sizeof why, "no progress for %d s (--timeout)", e->timeout_s);
+      eng_dump(e, why);
+      rc = -1;
+      break;
+    }
+    if (now - last_check > 0.01) {
+      last_check = now;
+      if (e->rdv && rdv_peer_lost(e->rdv)) {
+        char why[96];
+        snprintf(why, sizeof why, "rank %d is gone (exited or failed)", e->rdv->lost_rank);
+        eng_dump(e, why);
+        rc = -1;
+        break;
+      }
+    }
+    if (e->yield_idle) sched_yield();
+  }
+  for (int k = 0; k < e->nconns; k++) {
+    e->conns[k]->seq += e->conns[k]->total;
+    e->conns[k]->total = 0;
+  }
+  return rc;
+}

@@ -1,0 +1,53 @@
+/* braid-perf: command-line options and the NCCL_* variables that set their defaults. */
+#ifndef PERF_OPTS_H
+#define PERF_OPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl_plugin/common.h"
+
+#define PERF_MAX_CHANNELS 32
+
+enum perf_op { PERF_SENDRECV, PERF_ALLREDUCE, PERF_ALLGATHER, PERF_REDUCESCATTER };
+enum perf_algo { PERF_ALGO_RING, PERF_ALGO_TREE };
+/* PERF_PROTO_AUTO picks per size, as NCCL's tuner does (see proto.c). */
+enum perf_proto { PERF_PROTO_LL, PERF_PROTO_LL128, PERF_PROTO_SIMPLE, PERF_PROTO_AUTO };
+
+struct perf_opts {
+  enum perf_op op;
+  enum perf_algo algo;
+  enum perf_proto proto;
+  ncclDataType_t dtype;
+  ncclRedOp_t redop;
+  int oneway;
+  size_t min_bytes, max_bytes;
+  double factor;        /* -f; 0 means use step_bytes */
+  size_t step_bytes;    /* --step: additive size step (nccl-tests -i; here -i is iterations) */
+  int warmup, iters;
+  int nranks_local;     /* -n N: fork N ranks here; 0 = multi-host mode */
+  int rank, nranks;     /* multi-host mode */
+  char rdv_host[256];
+  int rdv_port;
+  const char *plugin;   /* --plugin, else NCCL_NET_PLUGIN, else "braid" */
+  int net_version;      /* --net-version: newest ncclNetPlugin_vN to use (0 = newest) */
+  int dev;              /* plugin device index */
+  int nchannels;
+  size_t p2p_chunk;     /* NCCL_P2P_NET_CHUNKSIZE */
+  size_t buffsize;      /* NCCL_BUFFSIZE (Simple); step = buffsize / NCCL_STEPS */
+  size_t ll_buffsize, ll128_buffsize;
+  size_t p2p_ll_threshold;
+  int optional_recv;    /* NCCL_NET_OPTIONAL_RECV_COMPLETION */
+  int timeout_s;
+  const char *json;
+  int check_all;        /* --check-all: verify every timed iteration (untimed) */
+  int yield_idle;
+};
+
+/* Parses argv; exits on --help, --print-params, or a bad flag. */
+void perf_opts_parse(struct perf_opts *o, int argc, char **argv);
+
+const char *perf_op_name(enum perf_op op);
+const char *perf_proto_name(enum perf_proto p);
+
+#endif

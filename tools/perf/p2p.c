@@ -1,0 +1,67 @@
+/* braid-perf: send/recv as NCCL's p2p over the network (nccl-tests' sendrecv).
+ *
+ * Every rank sends to the next and receives from the previous (with --oneway only rank 0 sends
+ * to rank 1). The buffer is split over channels in contiguous parts, NCCL-style, each part sent
+ * in pieces of NCCL_P2P_NET_CHUNKSIZE (SIMPLE) or one LL slot; channels get at least one piece
+ * each, so small messages use fewer channels. A 0-byte send is one 0-byte message. */
+#include <string.h>
+
+#include "plan.h"
+
+struct p2p_ctx {
+  const struct plan_args *a;
+  size_t start[PERF_MAX_CHANNELS], len[PERF_MAX_CHANNELS];
+};
+
+static size_t p2p_piece(const struct p2p_ctx *x, int chan, uint64_t i, size_t *off) {
+  size_t step = x->a->proto.step_data, len = x->len[chan];
+  *off = x->start[chan] + (size_t)i * step;
+  size_t done = (size_t)i * step;
+  return done >= len ? 0 : (len - done < step ? len - done : step);
+}
+
+static int p2p_fill(void *ctx, struct eng_conn *c, uint64_t i, void *dst, size_t *len) {
+  struct p2p_ctx *x = ctx;
+  size_t off;
+  *len = p2p_piece(x, c->chan, i, &off);
+  memcpy(dst, x->a->in + off, *len);
+  return 0;
+}
+
+static size_t p2p_expect(void *ctx, struct eng_conn *c, uint64_t i) {
+  size_t off;
+  return p2p_piece(ctx, c->chan, i, &off);
+}
+
+static void p2p_consume(void *ctx, struct eng_conn *c, uint64_t i, const void *src, size_t len) {
+  struct p2p_ctx *x = ctx;
+  size_t off;
+  p2p_piece(x, c->chan, i, &off);
+  memcpy(x->a->out + off, src, len);
+}
+
+/* Sets the message counts of this rank's connections on every channel. */
+static void p2p_plan(struct engine *e, struct p2p_ctx *x) {
+  const struct plan_args *a = x->a;
+  size_t bytes = a->count, step = a->proto.step_data;
+  size_t pieces = (bytes + step - 1) / step;
+  int nused = pieces < (size_t)a->nch ? (int)(pieces ? pieces : 1) : a->nch;
+  for (int ch = 0; ch < a->nch; ch++) {
+    x->start[ch] = x->len[ch] = 0;
+    if (ch < nused) plan_split(bytes, nused, ch, 64, &x->start[ch], &x->len[ch]);
+    uint64_t msgs = (x->len[ch] + step - 1) / step;
+    if (bytes == 0 && ch == 0) msgs = 1;
+    struct plan_peers p;
+    plan_peers(a->o, a->rank, a->nranks, ch, &p);
+    for (int k = 0; k < p.nsend; k++) plan_conn(e, ch, p.send[k], 1)->total = msgs;
+    for (int k = 0; k < p.nrecv; k++) plan_conn(e, ch, p.recv[k], 0)->total = msgs;
+  }
+}
+
+int p2p_run(struct engine *e, const struct plan_args *a) {
+  struct p2p_ctx x = {.a = a};
+  p2p_plan(e, &x);
+  struct eng_op op = {a->proto.proto, a->proto.slot_wire, a->proto.step_data, &x,
+                      p2p_fill, p2p_expect, p2p_consume};
+  return eng_run(e, &op);
+}

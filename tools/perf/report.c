@@ -1,0 +1,78 @@
+/* braid-perf: the nccl-tests table and the JSON records. */
+#include "report.h"
+
+#include <string.h>
+
+#include "dtype.h"
+
+/* nccl-tests' bus bandwidth factors. */
+static double report_busbw_factor(enum perf_op op, int n) {
+  switch (op) {
+    case PERF_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case PERF_ALLGATHER:
+    case PERF_REDUCESCATTER: return (double)(n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+int report_open(struct report *rp, const struct perf_opts *o, int nranks, const char *describe) {
+  memset(rp, 0, sizeof *rp);
+  rp->o = o;
+  rp->nranks = nranks;
+  if (o->json && !(rp->json = fopen(o->json, "w"))) {
+    perror(o->json);
+    return -1;
+  }
+  if (rp->json) fprintf(rp->json, "[\n");
+  printf("# braid-perf %s%s%s: %d ranks, %d channels, proto %s, %s\n", perf_op_name(o->op),
+         o->op == PERF_ALLREDUCE ? (o->algo == PERF_ALGO_TREE ? " tree" : " ring") : "",
+         o->oneway ? " oneway" : "", nranks, o->nchannels, perf_proto_name(o->proto),
+         o->optional_recv ? "optional recv completion on" : "optional recv completion off");
+  printf("# %s\n", describe);
+  printf("# warm-up %d, iterations %d; every output is checked after warm-up, the timed loop "
+         "and a verify pass\n#\n", o->warmup, o->iters);
+  printf("#%12s %12s %8s %6s %10s %8s %8s %7s  %s\n", "size", "count", "type", "redop",
+         "time", "algbw", "busbw", "#wrong", "proto");
+  printf("#%12s %12s %8s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+         "(GB/s)", "");
+  fflush(stdout);
+  return 0;
+}
+
+void report_row(struct report *rp, const struct report_row *row) {
+  const struct perf_opts *o = rp->o;
+  double sec = row->time_us * 1e-6;
+  double algbw = sec > 0 ? (double)row->bytes / 1e9 / sec : 0;
+  double busbw = algbw * report_busbw_factor(o->op, rp->nranks);
+  const char *redop = o->op == PERF_ALLREDUCE || o->op == PERF_REDUCESCATTER
+                          ? dt_op_name(o->redop) : "none";
+  printf(" %12zu %12zu %8s %6s %10.2f %8.3f %8.3f %7llu  %s\n", row->bytes, row->count,
+         dt_name(o->dtype), redop, row->time_us, algbw, busbw, (unsigned long long)row->wrong,
+         perf_proto_name(row->proto));
+  fflush(stdout);
+  rp->busbw_sum += busbw;
+  rp->wrong_total += row->wrong;
+  if (rp->json)
+    fprintf(rp->json,
+            "%s  {\"op\": \"%s\", \"algo\": \"%s\", \"proto\": \"%s\", \"nranks\": %d, "
+            "\"channels\": %d, \"type\": \"%s\", \"redop\": \"%s\", \"bytes\": %zu, "
+            "\"count\": %zu, \"time_us\": %.3f, \"algbw_GBps\": %.6f, \"busbw_GBps\": %.6f, "
+            "\"wrong\": %llu}",
+            rp->rows ? ",\n" : "", perf_op_name(o->op),
+            o->op == PERF_ALLREDUCE && o->algo == PERF_ALGO_TREE ? "tree" : "ring",
+            perf_proto_name(row->proto), rp->nranks, o->nchannels, dt_name(o->dtype), redop,
+            row->bytes, row->count, row->time_us, algbw, busbw, (unsigned long long)row->wrong);
+  rp->rows++;
+}
+
+void report_close(struct report *rp) {
+  printf("# Out of bounds values : %llu %s\n", (unsigned long long)rp->wrong_total,
+         rp->wrong_total ? "FAILED" : "OK");
+  printf("# Avg bus bandwidth    : %g\n#\n", rp->rows ? rp->busbw_sum / rp->rows : 0.0);
+  fflush(stdout);
+  if (rp->json) {
+    fprintf(rp->json, "\n]\n");
+    fclose(rp->json);
+  }
+  rp->json = NULL;
+}
