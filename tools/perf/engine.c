@@ -71,7 +71,12 @@ static int eng_send(struct engine *e, const struct eng_op *op, struct eng_conn *
   while (c->posted < c->total && c->posted - c->completed < ENG_STEPS) {
     uint64_t i = c->posted;
     char *slot = eng_slot(op, c, i);
-    if (!c->filled) {
+    void *mh = c->buf[op->proto].mh;
+    if (op->direct) {
+      slot = op->direct(op->ctx, c, i, &c->fill_len);
+      mh = c->user_mh;
+      c->filled = 1;
+    } else if (!c->filled) {
       int simple = op->proto == PERF_PROTO_SIMPLE;
       if (op->fill(op->ctx, c, i, simple ? slot : e->scratch, &c->fill_len)) break;
       if (!simple) proto_encode(op->proto, slot, e->scratch, c->fill_len, c->seq + i);
@@ -80,8 +85,7 @@ static int eng_send(struct engine *e, const struct eng_op *op, struct eng_conn *
     }
     void *req = NULL;
     size_t wire = proto_wire_len(op->proto, c->fill_len);
-    ncclResult_t r = netload_isend(e->nl, c->comm, slot, wire, e->rank, c->buf[op->proto].mh,
-                                   NULL, &req);
+    ncclResult_t r = netload_isend(e->nl, c->comm, slot, wire, e->rank, mh, NULL, &req);
     if (r != ncclSuccess) return eng_fail(e, "isend", r, c);
     if (!req) {
       e->null_sends++;
@@ -110,6 +114,10 @@ static int eng_recv_post(struct engine *e, const struct eng_op *op, struct eng_c
     uint64_t i = c->posted;
     void *data = eng_slot(op, c, i), *mh = c->buf[op->proto].mh;
     size_t size = op->slot_wire;
+    if (op->direct) {
+      data = op->direct(op->ctx, c, i, &size);
+      mh = c->user_mh;
+    }
     int tag = c->peer;
     int hint = e->optional_recv && op->proto != PERF_PROTO_SIMPLE;
     void *req = hint ? (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION : NULL;
@@ -154,7 +162,9 @@ static int eng_recv_done(struct engine *e, const struct eng_op *op, struct eng_c
     int got = c->got[i % ENG_STEPS];
     char *slot = eng_slot(op, c, i);
     if (!c->hinted[i % ENG_STEPS] && (size_t)got != wire) return eng_size_mismatch(e, c, i, got, wire);
-    if (op->proto == PERF_PROTO_SIMPLE) {
+    if (op->direct) {
+      /* landed in place */
+    } else if (op->proto == PERF_PROTO_SIMPLE) {
       op->consume(op->ctx, c, i, slot, want);
     } else {
       /* LL/LL128: the data counts once its flags are there, whatever test() said. */
@@ -199,7 +209,7 @@ static int eng_prepare(struct engine *e, const struct eng_op *op) {
     struct eng_conn *c = e->conns[k];
     c->posted = c->completed = c->consumed = 0;
     c->filled = 0;
-    if (c->total && eng_buf_ready(e, c, op->proto, op->slot_wire)) return -1;
+    if (c->total && !op->direct && eng_buf_ready(e, c, op->proto, op->slot_wire)) return -1;
   }
   return 0;
 }

@@ -41,6 +41,7 @@ struct eng_conn {
   void *req[ENG_STEPS];
   int got[ENG_STEPS];      /* bytes test() reported */
   int hinted[ENG_STEPS];   /* irecv was posted with the optional-completion hint */
+  void *user_mh;           /* registration of the user buffer for eng_op.direct */
 };
 
 /* What an operation tells the engine. Message indices i count from 0 per connection per op. */
@@ -56,6 +57,10 @@ struct eng_op {
   size_t (*expect)(void *ctx, struct eng_conn *c, uint64_t i);
   /* Receive message i of c has arrived (in order); src holds `len` data bytes. */
   void (*consume)(void *ctx, struct eng_conn *c, uint64_t i, const void *src, size_t len);
+  /* Optional (SIMPLE only): message i of c goes straight from / into the user's registered
+   * buffer (c->user_mh), as NCCL's p2p does with registered user buffers: returns its address
+   * and sets *len to its data bytes.  fill/consume are then not called; no staging copy. */
+  char *(*direct)(void *ctx, struct eng_conn *c, uint64_t i, size_t *len);
 };
 
 struct engine {

@@ -34,6 +34,10 @@ static const char *const opts_usage =
     "  --proto auto|LL|LL128|Simple   (default auto: by size, like NCCL's tuner; NCCL_PROTO)\n"
     "  --oneway               sendrecv: rank 0 sends to rank 1 only\n"
     "  -c, --channels N       channels, each with its own comms per peer (default 2)\n"
+    "  --staged               sendrecv: copy through registered 8-slot staging buffers, as\n"
+    "                         NCCL does for unregistered user buffers (the GPU's copies then\n"
+    "                         run on this CPU); default: send from and receive into the user\n"
+    "                         buffer, as NCCL's p2p does with registered buffers\n"
     "Plugin:\n"
     "  --plugin NAME|PATH     net plugin (default $NCCL_NET_PLUGIN, else \"braid\")\n"
     "  --net-version V        use ncclNetPlugin_vV or older (default: newest exported)\n"
@@ -182,7 +186,8 @@ static void opts_validate(struct perf_opts *o) {
 
 enum {
   OPT_RANK = 256, OPT_NRANKS, OPT_RDV, OPT_ALGO, OPT_PROTO, OPT_ONEWAY, OPT_PLUGIN, OPT_NETV,
-  OPT_DEV, OPT_TIMEOUT, OPT_JSON, OPT_CHECK_ALL, OPT_NO_YIELD, OPT_PARAMS, OPT_STEP
+  OPT_DEV, OPT_TIMEOUT, OPT_JSON, OPT_CHECK_ALL, OPT_NO_YIELD, OPT_PARAMS, OPT_STEP,
+  OPT_STAGED
 };
 
 static const struct option opts_long[] = {
@@ -198,7 +203,8 @@ static const struct option opts_long[] = {
     {"dev", required_argument, 0, OPT_DEV},      {"timeout", required_argument, 0, OPT_TIMEOUT},
     {"json", required_argument, 0, OPT_JSON},    {"check-all", no_argument, 0, OPT_CHECK_ALL},
     {"no-yield", no_argument, 0, OPT_NO_YIELD},  {"print-params", no_argument, 0, OPT_PARAMS},
-    {"step", required_argument, 0, OPT_STEP},    {0, 0, 0, 0}};
+    {"step", required_argument, 0, OPT_STEP},    {"staged", no_argument, 0, OPT_STAGED},
+    {0, 0, 0, 0}};
 
 static void opts_one(struct perf_opts *o, int c, const char *a) {
   switch (c) {
@@ -229,6 +235,7 @@ static void opts_one(struct perf_opts *o, int c, const char *a) {
     case OPT_CHECK_ALL: o->check_all = 1; break;
     case OPT_NO_YIELD: o->yield_idle = 0; break;
     case OPT_STEP: o->step_bytes = opts_size(a, "--step"); break;
+    case OPT_STAGED: o->staged = 1; break;
     case OPT_PARAMS: braid_params_print(stdout); exit(0);
     case 'h': fputs(opts_usage, stdout); exit(0);
     default: fputs(opts_usage, stderr); exit(2);

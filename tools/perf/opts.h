@@ -42,6 +42,7 @@ struct perf_opts {
   const char *json;
   int check_all;        /* --check-all: verify every timed iteration (untimed) */
   int yield_idle;
+  int staged;           /* sendrecv through staging slots instead of user buffers */
 };
 
 /* Parses argv; exits on --help, --print-params, or a bad flag. */

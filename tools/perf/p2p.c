@@ -3,7 +3,9 @@
  * Every rank sends to the next and receives from the previous (with --oneway only rank 0 sends
  * to rank 1). The buffer is split over channels in contiguous parts, NCCL-style, each part sent
  * in pieces of NCCL_P2P_NET_CHUNKSIZE (SIMPLE) or one LL slot; channels get at least one piece
- * each, so small messages use fewer channels. A 0-byte send is one 0-byte message. */
+ * each, so small messages use fewer channels. A 0-byte send is one 0-byte message.
+ * Simple pieces go straight from / into the registered user buffers (NCCL's p2p path for
+ * registered buffers); --staged copies through the 8-slot staging buffers instead. */
 #include <string.h>
 
 #include "plan.h"
@@ -40,6 +42,32 @@ static void p2p_consume(void *ctx, struct eng_conn *c, uint64_t i, const void *s
   memcpy(x->a->out + off, src, len);
 }
 
+static char *p2p_direct(void *ctx, struct eng_conn *c, uint64_t i, size_t *len) {
+  struct p2p_ctx *x = ctx;
+  size_t off;
+  *len = p2p_piece(x, c->chan, i, &off);
+  return c->is_send ? (char *)x->a->in + off : x->a->out + off;
+}
+
+/* Registers (reg != 0) or deregisters the user buffers on every connection the op uses. */
+static int p2p_register(struct engine *e, const struct plan_args *a, int reg) {
+  int rc = 0;
+  for (int k = 0; k < e->nconns; k++) {
+    struct eng_conn *c = e->conns[k];
+    if (reg && c->total) {
+      void *buf = c->is_send ? (void *)a->in : (void *)a->out;
+      ncclResult_t r = netload_reg_mr(e->nl, c->comm, buf, a->count ? a->count : 1, NCCL_PTR_HOST,
+                                      &c->user_mh);
+      if (r != ncclSuccess) return eng_fail(e, "regMr", r, c);
+    } else if (!reg && c->user_mh) {
+      ncclResult_t r = netload_dereg_mr(e->nl, c->comm, c->user_mh);
+      if (r != ncclSuccess) rc = eng_fail(e, "deregMr", r, c);
+      c->user_mh = NULL;
+    }
+  }
+  return rc;
+}
+
 /* Sets the message counts of this rank's connections on every channel. */
 static void p2p_plan(struct engine *e, struct p2p_ctx *x) {
   const struct plan_args *a = x->a;
@@ -62,6 +90,10 @@ int p2p_run(struct engine *e, const struct plan_args *a) {
   struct p2p_ctx x = {.a = a};
   p2p_plan(e, &x);
   struct eng_op op = {a->proto.proto, a->proto.slot_wire, a->proto.step_data, &x,
-                      p2p_fill, p2p_expect, p2p_consume};
-  return eng_run(e, &op);
+                      p2p_fill, p2p_expect, p2p_consume, NULL};
+  if (a->proto.proto != PERF_PROTO_SIMPLE || a->o->staged) return eng_run(e, &op);
+  op.direct = p2p_direct;
+  if (p2p_register(e, a, 1)) return p2p_register(e, a, 0), -1;
+  int rc = eng_run(e, &op);
+  return p2p_register(e, a, 0) ? -1 : rc;
 }

@@ -167,7 +167,7 @@ int ring_run(struct engine *e, const struct plan_args *a) {
     x.recv[ch]->total = msgs;
   }
   struct eng_op op = {a->proto.proto, a->proto.slot_wire, a->proto.step_data, &x,
-                      ring_fill, ring_expect, ring_consume};
+                      ring_fill, ring_expect, ring_consume, NULL};
   int rc = eng_run(e, &op);
   for (int ch = 0; ch < a->nch; ch++) free(x.loops[ch]);
   return rc;

@@ -142,7 +142,7 @@ int tree_run(struct engine *e, const struct plan_args *a) {
   struct tree_ctx x = {.a = a, .slice = a->proto.step_data / a->esize};
   for (int ch = 0; ch < a->nch; ch++) tree_plan(e, &x, ch);
   struct eng_op op = {a->proto.proto, a->proto.slot_wire, a->proto.step_data, &x,
-                      tree_fill, tree_expect, tree_consume};
+                      tree_fill, tree_expect, tree_consume, NULL};
   int rc = eng_run(e, &op);
   for (int ch = 0; ch < a->nch; ch++) free(x.ch[ch].arrived);
   return rc;
