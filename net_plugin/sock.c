@@ -34,9 +34,11 @@ int braid_sock_open(const struct braid_iface *ifc) {
   }
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ifc->name, (socklen_t)strlen(ifc->name) + 1) != 0)
-    BRAID_INFO(NCCL_NET | NCCL_INIT, "cannot bind sockets to device %s (%s): binding to its address only",
-               ifc->name, strerror(errno));
+  static atomic_flag told = ATOMIC_FLAG_INIT;
+  if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ifc->name, (socklen_t)strlen(ifc->name) + 1) != 0 &&
+      !atomic_flag_test_and_set(&told))
+    BRAID_INFO(NCCL_NET | NCCL_INIT, "cannot bind sockets to device %s (%s): binding to its "
+               "address only, so the routing table picks the outgoing NIC", ifc->name, strerror(errno));
   if (bind(fd, (const struct sockaddr *)&ifc->addr, ifc->addrlen) != 0) {
     BRAID_WARN("bind to %s failed: %s", ifc->name, strerror(errno));
     close(fd);

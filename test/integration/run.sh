@@ -27,12 +27,14 @@ check sendrecv-sweep      "$PERF" sendrecv -n 2 -b 1 -e 64M -f 2 --iters 3 -w 1
 check sendrecv-odd-sizes  "$PERF" sendrecv -n 3 -b 7 -e 20000000 -f 7 --iters 3 -w 1
 check sendrecv-oneway     "$PERF" sendrecv --oneway -n 2 -b 1 -e 64M -f 16 --iters 3 -w 1
 check sendrecv-512k       env NCCL_P2P_NET_CHUNKSIZE=524288 "$PERF" sendrecv -n 2 -b 1M -e 32M -f 4 --iters 3 -w 1
+check sendrecv-staged     "$PERF" sendrecv -n 2 -b 1 -e 32M -f 8 --iters 3 -w 1 --staged
 check allreduce-ring      "$PERF" allreduce --algo ring -n 3 -b 4 -e 32M -f 8 --iters 3 -w 1
 check allreduce-ring-odd  "$PERF" allreduce --algo ring -n 4 -b 4 -e 12000004 -f 13 --iters 3 -w 1 -d int32
 check allreduce-tree      "$PERF" allreduce --algo tree -n 4 -b 4 -e 32M -f 8 --iters 3 -w 1
 check allreduce-tree-5    "$PERF" allreduce --algo tree -n 5 -b 4 -e 8M -f 16 --iters 3 -w 1 -d float64 -o max
 check allgather           "$PERF" allgather -n 3 -b 3 -e 16M -f 8 --iters 3 -w 1
 check reducescatter       "$PERF" reducescatter -n 3 -b 12 -e 16M -f 8 --iters 3 -w 1 -o min
+check ipv6                env BRAID_SOCKET_FAMILY=AF_INET6 "$PERF" sendrecv -n 2 -b 1 -e 8M -f 32 --iters 3 -w 1
 check channels-4          env NCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=4 "$PERF" allreduce -n 2 -b 1M -e 16M -f 4 --iters 3 -w 1
 check streams-3           env BRAID_NSTREAMS=3 BRAID_CHUNK_BYTES=64K "$PERF" sendrecv -n 2 -b 1 -e 32M -f 8 --iters 3 -w 1
 # NCCL-like retries: a wrapper that returns NULL requests/comms and "not done" at random.

@@ -17,6 +17,7 @@
 extern "C" {
 #include "nccl_plugin/net.h"
 #include "param.h"
+#include "wire.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;
 }
 
@@ -322,6 +323,112 @@ TEST_F(Loopback, StrayConnectionIsDroppedAndRealOneAccepted) {
   EXPECT_EQ(net.closeListen(listen), ncclSuccess);
   EXPECT_EQ(net.closeSend(s), ncclSuccess);
   EXPECT_EQ(net.closeRecv(r), ncclSuccess);
+}
+
+// A hand-made peer that knows the secret (as a buggy or hostile braid would) and then misbehaves.
+class RawPeer : public Loopback {
+ protected:
+  // Accepts a raw connection on a fresh listener; returns the raw fd, sets recv_raw_.
+  int Open() {
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    void* listen = nullptr;
+    EXPECT_EQ(net.listen(ctx_, 0, handle, &listen), ncclSuccess);
+    braid_handle h;
+    char err[128];
+    EXPECT_EQ(braid_handle_decode(handle, &h, err, sizeof err), 0);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_EQ(connect(fd, (sockaddr*)&h.addr, sizeof(sockaddr_in)), 0);
+    braid_hello hello = {};
+    memcpy(hello.secret, h.secret, sizeof hello.secret);
+    hello.conn_id = 77;
+    hello.nstreams = 1;
+    uint8_t hb[BRAID_HELLO_BYTES];
+    braid_hello_encode(&hello, hb);
+    EXPECT_EQ(write(fd, hb, sizeof hb), (ssize_t)sizeof hb);
+    for (double end = Now() + 5; !recv_raw_ && Now() < end;) {
+      EXPECT_EQ(net.accept(listen, &recv_raw_, nullptr), ncclSuccess);
+    }
+    EXPECT_NE(recv_raw_, nullptr);
+    EXPECT_EQ(net.closeListen(listen), ncclSuccess);
+    return fd;
+  }
+  void TearDown() override {
+    if (recv_raw_) { EXPECT_EQ(net.closeRecv(recv_raw_), ncclSuccess); }
+    Loopback::TearDown();
+  }
+  void* PostRecv(std::vector<char>* buf) {
+    void* d = buf->data();
+    size_t cap = buf->size();
+    int tag = 0;
+    void* req = nullptr;
+    EXPECT_EQ(net.irecv(recv_raw_, 1, &d, &cap, &tag, nullptr, nullptr, &req), ncclSuccess);
+    return req;
+  }
+  static std::vector<uint8_t> Header(uint64_t seq, uint64_t off, uint32_t len, uint64_t size) {
+    braid_frame f = {};
+    f.type = BRAID_FRAME_DATA;
+    f.seq = seq, f.offset = off, f.len = len, f.size = size, f.tag = 0;
+    std::vector<uint8_t> h(BRAID_FRAME_HDR_BYTES);
+    braid_frame_encode(&f, h.data());
+    return h;
+  }
+  void* recv_raw_ = nullptr;
+};
+
+TEST_F(RawPeer, GarbledFrameFailsTheReceive) {
+  int fd = Open();
+  std::vector<char> buf(4096);
+  void* req = PostRecv(&buf);
+  auto h = Header(0, 0, 100, 100);
+  h[20] ^= 0x10;  // a flipped bit in the offset
+  ASSERT_EQ(write(fd, h.data(), h.size()), (ssize_t)h.size());
+  int got = 0;
+  EXPECT_EQ(Wait(req, &got), ncclRemoteError);
+  close(fd);
+}
+
+TEST_F(RawPeer, FrameForTheWrongMessageFailsTheReceive) {
+  int fd = Open();
+  std::vector<char> buf(4096);
+  void* req = PostRecv(&buf);
+  auto h = Header(5, 0, 10, 10);  // message 5 before message 0 on a single stream
+  ASSERT_EQ(write(fd, h.data(), h.size()), (ssize_t)h.size());
+  int got = 0;
+  EXPECT_EQ(Wait(req, &got), ncclRemoteError);
+  close(fd);
+}
+
+TEST_F(RawPeer, TruncatedFrameFailsWhenThePeerCloses) {
+  int fd = Open();
+  std::vector<char> buf(4096);
+  void* req = PostRecv(&buf);
+  auto h = Header(0, 0, 1000, 1000);
+  ASSERT_EQ(write(fd, h.data(), h.size()), (ssize_t)h.size());
+  ASSERT_EQ(write(fd, buf.data(), 300), 300);
+  close(fd);
+  int got = 0;
+  EXPECT_EQ(Wait(req, &got), ncclRemoteError);
+}
+
+TEST_F(RawPeer, StalledMessageTimesOutButAnIdlePeerDoesNot) {
+  setenv("BRAID_TIMEOUT_MS", "300", 1);
+  braid_params_reload();
+  int fd = Open();
+  std::vector<char> buf(4096);
+  void* req = PostRecv(&buf);
+  // Idle (no message started) for longer than the timeout: a straggler, not an error.
+  double idle_end = Now() + 0.6;
+  int done = 0, got = 0;
+  while (Now() < idle_end) ASSERT_EQ(net.test(req, &done, &got), ncclSuccess);
+  EXPECT_EQ(done, 0);
+  auto h = Header(0, 0, 1000, 1000);
+  ASSERT_EQ(write(fd, h.data(), h.size()), (ssize_t)h.size());
+  ASSERT_EQ(write(fd, buf.data(), 10), 10);  // then nothing: bytes in flight stop moving
+  double t0 = Now();
+  EXPECT_EQ(Wait(req, &got), ncclRemoteError);
+  EXPECT_GT(Now() - t0, 0.25);
+  EXPECT_LT(Now() - t0, 3.0);
+  close(fd);
 }
 
 TEST(NetLifetime, FinalizeAcceptsNullAndHalfBuiltContexts) {
