@@ -40,12 +40,10 @@ CORE    = $(BUILD)/libbraid-core.a
 UNIT    = $(BUILD)/unit-tests
 REFS    = $(BUILD)/tcp_stream $(BUILD)/tcp_pingpong
 
-TARGETS = $(PLUGIN) $(PERF) $(REFS)
+TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(REFS)
 
 include tools/perf/build.mk
-ifneq ($(TRACE_SRCS),)
-  TARGETS += $(TRACE)
-endif
+include tools/trace/build.mk
 
 .PHONY: all deps test run install bench clean unit fuzz
 all: deps $(TARGETS)
@@ -72,7 +70,7 @@ $(PERF): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(PERF_SRCS))
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(TRACE): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(TRACE_SRCS))
-	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined $^ -o $@ $(LDLIBS)
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braidtrace.so $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tcp_%: bench/ref/tcp_%.c
 	@mkdir -p $(dir $@)
@@ -95,7 +93,8 @@ bench: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
-	$(if $(wildcard $(TRACE)),install -m 755 $(TRACE) $(DESTDIR)$(PREFIX)/lib/)
+	install -m 755 $(TRACE) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/braid-trace-shape $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(PERF) $(DESTDIR)$(PREFIX)/bin/
 
 clean:
