@@ -25,7 +25,7 @@ add() { vals[$1]+="$2 "; }
 
 for r in $(seq 1 "$rounds"); do
   echo "# round $r/$rounds" >&2
-  add plain_oneway "$($B/tcp_stream --repeat 1 --seconds 1 | sed -n 's/.*gbps_median=\([0-9.]*\).*/\1/p')"
+  add plain_oneway "$($B/tcp_stream --repeat 1 --seconds 1 | sed -n 's/.* gbps_median=\([0-9.]*\).*/\1/p')"
   read -r _ a < <(perf_row sendrecv --oneway -n 2 -b 64M -e 64M -w 3 --iters 20)
   add braid_oneway_128k "$a"
   read -r _ a < <(NCCL_P2P_NET_CHUNKSIZE=524288 perf_row sendrecv --oneway -n 2 -b 64M -e 64M -w 3 --iters 20)
@@ -36,7 +36,7 @@ for r in $(seq 1 "$rounds"); do
     read -r _ a < <(NCCL_NET_PLUGIN=$OTHER_PLUGIN NCCL_P2P_NET_CHUNKSIZE=524288 perf_row sendrecv --oneway -n 2 -b 64M -e 64M -w 3 --iters 20)
     add other_oneway_512k "$a"
   fi
-  add plain_bidir "$($B/tcp_stream --bidir --repeat 1 --seconds 1 | sed -n 's/.*gbps_median=\([0-9.]*\).*/\1/p')"
+  add plain_bidir "$($B/tcp_stream --bidir --repeat 1 --seconds 1 | sed -n 's/.* gbps_median=\([0-9.]*\).*/\1/p')"
   read -r _ a < <(perf_row sendrecv -n 2 -b 64M -e 64M -w 3 --iters 20)
   add braid_bidir "$a"
   add plain_halfrtt "$($B/tcp_pingpong --iters 50000 | sed -n 's/.*half_rtt_us_median=\([0-9.]*\).*/\1/p')"

@@ -273,10 +273,14 @@ static void rx_end(struct braid_comm *c, struct braid_stream *s) {
   if (m->got == m->size) rx_msg_complete(c, m);
 }
 
-/* recv() into dst; returns bytes, 0 for "nothing now", -1 after failing c. */
-static ssize_t rx_read(struct braid_comm *c, struct braid_stream *s, void *dst, size_t len) {
+/* Reads into dst and then into tail (the next frame's header, so one syscall per large frame);
+ * returns bytes, 0 for "nothing now", -1 after failing c. */
+static ssize_t rx_readv(struct braid_comm *c, struct braid_stream *s, void *dst, size_t len,
+                        void *tail, size_t tail_len) {
+  struct iovec iov[2] = {{dst, len}, {tail, tail_len}};
+  struct msghdr mh = {.msg_iov = iov, .msg_iovlen = tail_len ? 2 : 1};
   for (;;) {
-    ssize_t n = recv(s->fd, dst, len, MSG_DONTWAIT);
+    ssize_t n = recvmsg(s->fd, &mh, MSG_DONTWAIT);
     if (n > 0) {
       s->stall_since_ns = 0;
       return n;
@@ -328,9 +332,12 @@ static ncclResult_t rx_stream(struct braid_comm *c, struct braid_stream *s, bool
       s->stage_off = s->stage_len = 0;
       if (!read) break;
       if (s->frame_left >= RX_DIRECT_MIN) {
-        ssize_t n = rx_read(c, s, s->frame_dest, s->frame_left);
+        size_t want = s->frame_left;
+        ssize_t n = rx_readv(c, s, s->frame_dest, want, s->stage, BRAID_FRAME_HDR_BYTES);
         if (n <= 0) break;
-        s->frame_dest += n, s->frame_left -= (size_t)n;
+        size_t k = (size_t)n < want ? (size_t)n : want;
+        s->frame_dest += k, s->frame_left -= k;
+        s->stage_len = (size_t)n - k;
         continue;
       }
     } else if (avail >= BRAID_FRAME_HDR_BYTES) {
@@ -351,7 +358,7 @@ static ncclResult_t rx_stream(struct braid_comm *c, struct braid_stream *s, bool
       memmove(s->stage, s->stage + s->stage_off, avail);
       s->stage_off = 0, s->stage_len = avail;
     }
-    ssize_t n = rx_read(c, s, s->stage + s->stage_len, BRAID_STAGE_BYTES - s->stage_len);
+    ssize_t n = rx_readv(c, s, s->stage + s->stage_len, BRAID_STAGE_BYTES - s->stage_len, NULL, 0);
     if (n <= 0) break;
     s->stage_len += (size_t)n;
   }
