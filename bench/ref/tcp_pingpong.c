@@ -14,6 +14,11 @@
  * microseconds.  The last line of output is
  *   RESULT size=8 half_rtt_us_median=4.4 half_rtt_us_mean=4.6 ...
  *
+ * --exchange: the shape of nccl-tests' sendrecv over NCCL's one-way connections instead: two
+ * connections, one per direction; in every iteration both processes send, then spin until the
+ * other's message has arrived.  Reports the iteration time:
+ *   RESULT mode=exchange size=8 iter_us_median=... iter_us_mean=...
+ *
  * Build: cc -O2 -std=c11 -Wall -Wextra -Werror -pthread tcp_pingpong.c -o tcp_pingpong
  */
 #define _GNU_SOURCE
@@ -42,7 +47,8 @@ static struct {
 	const char *host;
 	int port;         /* 0: ephemeral */
 	unsigned timeout; /* seconds before both processes give up */
-} opt = { 8, 100000, 10000, "127.0.0.1", 0, 120 };
+	int exchange;     /* two one-way connections, both sides send at once */
+} opt = { 8, 100000, 10000, "127.0.0.1", 0, 120, 0 };
 
 static void die(const char *fmt, ...)
 {
@@ -68,6 +74,7 @@ static void usage(FILE *f)
 		"  --host H      address to listen on and connect to (default 127.0.0.1)\n"
 		"  --port P      TCP port (default 0: any free port)\n"
 		"  --timeout T   abort after T seconds (default 120)\n"
+		"  --exchange    two one-way connections; both sides send each iteration (sendrecv)\n"
 		"  --help        this text\n"
 		"\n"
 		"Reports half the round-trip time in microseconds.  The last line is\n"
@@ -196,6 +203,7 @@ static void parse_args(int argc, char **argv)
 		{ "port", required_argument, NULL, 'p' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "exchange", no_argument, NULL, 'x' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -207,6 +215,7 @@ static void parse_args(int argc, char **argv)
 		case 'H': opt.host = optarg; break;
 		case 'p': opt.port = (int)parse_long(optarg, "--port"); break;
 		case 't': opt.timeout = (unsigned)parse_long(optarg, "--timeout"); break;
+		case 'x': opt.exchange = 1; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -243,6 +252,15 @@ int main(int argc, char **argv)
 		close(lfd);
 		int fd = connect_to(port);
 		set_nodelay(fd);
+		if (opt.exchange) {
+			int out = connect_to(port); /* B -> A */
+			set_nodelay(out);
+			for (long i = 0; i < total; i++) {
+				send_all(out, buf, opt.size);
+				spin_recv(fd, buf, opt.size);
+			}
+			_exit(0);
+		}
 		for (long i = 0; i < total; i++) {
 			spin_recv(fd, buf, opt.size);
 			send_all(fd, buf, opt.size);
@@ -255,12 +273,15 @@ int main(int argc, char **argv)
 	int fd = accept(lfd, NULL, NULL);
 	if (fd < 0)
 		die("accept: %s", strerror(errno));
+	int in = fd; /* the connection A receives on */
+	if (opt.exchange && (in = accept(lfd, NULL, NULL)) < 0)
+		die("accept: %s", strerror(errno));
 	close(lfd);
 	set_nodelay(fd);
 	for (long i = 0; i < total; i++) {
 		uint64_t t0 = now_ns();
 		send_all(fd, buf, opt.size);
-		spin_recv(fd, buf, opt.size);
+		spin_recv(in, buf, opt.size);
 		if (i >= opt.warmup)
 			rtt[i - opt.warmup] = now_ns() - t0;
 	}
@@ -279,6 +300,14 @@ int main(int argc, char **argv)
 	double h_min = (double)rtt[0] / 2000.0, h_max = (double)rtt[n - 1] / 2000.0;
 	double h_p99 = (double)rtt[(size_t)((double)(n - 1) * 0.99)] / 2000.0;
 
+	if (opt.exchange) {
+		/* each entry is one iteration (one message each way at once), not a round trip */
+		printf("tcp_pingpong --exchange: size=%zu iters=%ld: iteration us min %.2f median %.2f "
+		       "mean %.2f\n", opt.size, opt.iters, h_min * 2, h_med * 2, h_mean * 2);
+		printf("RESULT mode=exchange size=%zu iter_us_median=%.2f iter_us_mean=%.2f iters=%ld\n",
+		       opt.size, h_med * 2, h_mean * 2, opt.iters);
+		return 0;
+	}
 	printf("tcp_pingpong: host=%s port=%d size=%zu iters=%ld warmup=%ld\n", opt.host, port,
 	       opt.size, opt.iters, opt.warmup);
 	printf("half RTT us: min %.2f  median %.2f  mean %.2f  p99 %.2f  max %.2f\n", h_min, h_med,
