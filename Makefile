@@ -38,7 +38,7 @@ PERF    = $(BUILD)/braid-perf
 TRACE   = $(BUILD)/libnccl-net-braidtrace.so
 CORE    = $(BUILD)/libbraid-core.a
 UNIT    = $(BUILD)/unit-tests
-REFS    = $(BUILD)/tcp_stream $(BUILD)/tcp_pingpong
+REFS    = $(BUILD)/tcp_stream $(BUILD)/tcp_pingpong $(BUILD)/tcp_onethread
 
 TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(REFS)
 

@@ -4,6 +4,8 @@
 #   - tcp_stream: a plain two-process TCP program, 1 MiB blocking writes, a thread per direction
 #   - tcp_pingpong: a plain TCP ping-pong whose receivers spin on non-blocking recv(), and its
 #     --exchange mode: sendrecv's shape over two one-way connections (NCCL's comm structure)
+#   - tcp_onethread: both directions driven by one non-blocking thread per process, the way
+#     NCCL's single proxy thread drives a rank's send and receive connections
 #   - braid-perf through libnccl-net-braid.so, NCCL-shaped (8 in flight, 128 KiB / 512 KiB pieces)
 #   - optionally another plugin through braid-perf (OTHER_PLUGIN=/path/libnccl-net-x.so, with
 #     whatever environment it needs, e.g. aws-ofi-nccl with FI_PROVIDER=tcp)
@@ -38,6 +40,7 @@ for r in $(seq 1 "$rounds"); do
     add other_oneway_512k "$a"
   fi
   add plain_bidir "$($B/tcp_stream --bidir --repeat 1 --seconds 1 | sed -n 's/.* gbps_median=\([0-9.]*\).*/\1/p')"
+  add plain_onethread "$($B/tcp_onethread | sed -n 's/.*gbps_mean=\([0-9.]*\).*/\1/p')"
   read -r _ a < <(perf_row sendrecv -n 2 -b 64M -e 64M -w 3 --iters 20)
   add braid_bidir "$a"
   add plain_halfrtt "$($B/tcp_pingpong --iters 50000 | sed -n 's/.*half_rtt_us_median=\([0-9.]*\).*/\1/p')"
@@ -62,7 +65,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; 
     printf '%-44s %8s   braid/other %sx  [%s]\n' "$(basename "$OTHER_PLUGIN") --oneway 64M, 512K" "$(m other_oneway_512k)" "$(ratio "$(m braid_oneway_512k)" "$(m other_oneway_512k)")" "${vals[other_oneway_512k]}"
   fi
   printf '%-44s %8s   [%s]\n' "plain TCP both directions, per direction" "$(m plain_bidir)" "${vals[plain_bidir]}"
-  printf '%-44s %8s   %sx plain per direction (>= 0.9)  [%s]\n' "braid sendrecv 64M, 2 ranks, per direction" "$(m braid_bidir)" "$(ratio "$(m braid_bidir)" "$(m plain_bidir)")" "${vals[braid_bidir]}"
+  printf '%-44s %8s   %sx plain per direction  [%s]\n' "plain TCP both ways from one thread/process" "$(m plain_onethread)" "$(ratio "$(m plain_onethread)" "$(m plain_bidir)")" "${vals[plain_onethread]}"
+  printf '%-44s %8s   %sx plain per direction (>= 0.9), %sx one-thread  [%s]\n' "braid sendrecv 64M, 2 ranks, per direction" "$(m braid_bidir)" "$(ratio "$(m braid_bidir)" "$(m plain_bidir)")" "$(ratio "$(m braid_bidir)" "$(m plain_onethread)")" "${vals[braid_bidir]}"
   printf '%-44s %8s   [%s]\n' "plain TCP ping-pong half round trip (us)" "$(m plain_halfrtt)" "${vals[plain_halfrtt]}"
   printf '%-44s %8s   %sx half RTT  [%s]\n' "plain TCP exchange on 2 one-way conns (us)" "$(m plain_exchange)" "$(ratio "$(m plain_exchange)" "$(m plain_halfrtt)")" "${vals[plain_exchange]}"
   printf '%-44s %8s   %sx half RTT (<= 1.5), %sx exchange  [%s]\n' "braid sendrecv 8 B time (us)" "$(m braid_8b_us)" "$(ratio "$(m braid_8b_us)" "$(m plain_halfrtt)")" "$(ratio "$(m braid_8b_us)" "$(m plain_exchange)")" "${vals[braid_8b_us]}"
