@@ -42,64 +42,24 @@
     (d)->maxCollBytes = (p).max_coll_bytes;                               \
   } while (0)
 
-static ncclResult_t props_v7(int dev, ncclNetProperties_v7_t *d) {
-  struct braid_props p;
-  ncclResult_t rc = braid_net_get_properties(dev, &p);
-  if (rc) return rc;
-  memset(d, 0, sizeof *d);
-  PROPS_V7_FIELDS(d, p);
-  return ncclSuccess;
-}
+/* props_vN: braid's one representation, converted to version N's struct. */
+#define PROPS_FN(V, FIELDS)                                                \
+  static ncclResult_t props_v##V(int dev, ncclNetProperties_v##V##_t *d) { \
+    struct braid_props p;                                                  \
+    ncclResult_t rc = braid_net_get_properties(dev, &p);                   \
+    if (rc) return rc;                                                     \
+    memset(d, 0, sizeof *d);                                               \
+    FIELDS;                                                                \
+    return ncclSuccess;                                                    \
+  }
 
-static ncclResult_t props_v8(int dev, ncclNetProperties_v8_t *d) {
-  struct braid_props p;
-  ncclResult_t rc = braid_net_get_properties(dev, &p);
-  if (rc) return rc;
-  memset(d, 0, sizeof *d);
-  PROPS_V7_FIELDS(d, p);
-  d->regIsGlobal = p.reg_is_global;
-  return ncclSuccess;
-}
-
-static ncclResult_t props_v9(int dev, ncclNetProperties_v9_t *d) {
-  struct braid_props p;
-  ncclResult_t rc = braid_net_get_properties(dev, &p);
-  if (rc) return rc;
-  memset(d, 0, sizeof *d);
-  PROPS_V9_FIELDS(d, p);
-  return ncclSuccess;
-}
-
-static ncclResult_t props_v10(int dev, ncclNetProperties_v10_t *d) {
-  struct braid_props p;
-  ncclResult_t rc = braid_net_get_properties(dev, &p);
-  if (rc) return rc;
-  memset(d, 0, sizeof *d);
-  PROPS_V9_FIELDS(d, p);
-  return ncclSuccess;
-}
-
-static ncclResult_t props_v11(int dev, ncclNetProperties_v11_t *d) {
-  struct braid_props p;
-  ncclResult_t rc = braid_net_get_properties(dev, &p);
-  if (rc) return rc;
-  memset(d, 0, sizeof *d);
-  PROPS_V9_FIELDS(d, p);
-  d->maxMultiRequestSize = p.max_multi_request_size;
-  return ncclSuccess;
-}
-
-static ncclResult_t props_v12(int dev, ncclNetProperties_v12_t *d) {
-  struct braid_props p;
-  ncclResult_t rc = braid_net_get_properties(dev, &p);
-  if (rc) return rc;
-  memset(d, 0, sizeof *d);
-  PROPS_V9_FIELDS(d, p);
-  d->maxMultiRequestSize = p.max_multi_request_size;
-  d->railId = p.rail_id;
-  d->planeId = p.plane_id;
-  return ncclSuccess;
-}
+PROPS_FN(7, PROPS_V7_FIELDS(d, p))
+PROPS_FN(8, PROPS_V7_FIELDS(d, p); d->regIsGlobal = p.reg_is_global)
+PROPS_FN(9, PROPS_V9_FIELDS(d, p))
+PROPS_FN(10, PROPS_V9_FIELDS(d, p))
+PROPS_FN(11, PROPS_V9_FIELDS(d, p); d->maxMultiRequestSize = p.max_multi_request_size)
+PROPS_FN(12, PROPS_V9_FIELDS(d, p); d->maxMultiRequestSize = p.max_multi_request_size;
+         d->railId = p.rail_id; d->planeId = p.plane_id)
 
 /* ---------- lifetime ---------- */
 
