@@ -13,7 +13,7 @@ SAN     ?=
 OPT     ?= -O2
 
 WARN     = -Wall -Wextra -Werror
-CPPFLAGS = -D_GNU_SOURCE -Iinclude -Icommon -Inet_plugin -Itools/netload -MMD -MP
+CPPFLAGS = -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote tools/netload -MMD -MP
 CFLAGS   = -std=c11 $(OPT) -g -fPIC $(WARN) -fvisibility=hidden
 CXXFLAGS = -std=c++17 $(OPT) -g $(WARN)
 LDLIBS   = -ldl -lpthread -lm

@@ -90,6 +90,7 @@ struct braid_comm {
   int dev;
   ncclResult_t err; /* sticky: once set, every call on the comm fails with it */
   char peer[64];    /* peer address for logs */
+  int nrails;   /* rails in use; stream s runs on rail s % nrails */
   int nstreams;
   struct braid_stream *streams;
   struct braid_req *reqs;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "devices.h"
 #include "ifaces.h"
 #include "log.h"
 #include "nccl_plugin/net.h"
@@ -37,17 +38,20 @@ struct braid_mr {
 
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct braid_iface net_ifaces[BRAID_MAX_IFACES];
-static int net_nifaces = -1; /* -1: not discovered yet */
+static struct braid_device net_devs[BRAID_MAX_DEVS];
+static int net_ndevs = -1; /* -1: not discovered yet */
 
 static ncclResult_t net_discover(void) {
   ncclResult_t rc = braid_params_load();
   if (rc) return rc;
   pthread_mutex_lock(&net_lock);
-  if (net_nifaces < 0) {
+  if (net_ndevs < 0) {
     int n = braid_ifaces_select(braid_param_str(BRAID_P_SOCKET_IFNAME),
                                 braid_param_str(BRAID_P_SOCKET_FAMILY), net_ifaces,
                                 BRAID_MAX_IFACES);
-    if (n > 0) net_nifaces = n;
+    if (n > 0)
+      n = braid_devices_group(net_ifaces, n, braid_param_str(BRAID_P_RAILS), net_devs, BRAID_MAX_DEVS);
+    if (n > 0) net_ndevs = n;
     else rc = n < 0 ? ncclInvalidArgument : ncclSystemError;
   }
   pthread_mutex_unlock(&net_lock);
@@ -65,13 +69,15 @@ ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
   if (!atomic_flag_test_and_set(&announced)) {
     char list[512] = "";
     size_t len = 0;
-    for (int i = 0; i < net_nifaces && len < sizeof list; i++) {
+    for (int i = 0; i < net_ndevs && len < sizeof list; i++) {
       char a[64];
-      len += (size_t)snprintf(list + len, sizeof list - len, "%s[%d]%s/%s", i ? " " : "", i,
-                              net_ifaces[i].name,
-                              braid_sockaddr_str((struct sockaddr *)&net_ifaces[i].addr, a, sizeof a));
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s[%d]%s (%d rail%s, %s%s)",
+                              i ? " " : "", i, net_devs[i].name, net_devs[i].nrails,
+                              net_devs[i].nrails > 1 ? "s" : "",
+                              braid_sockaddr_str((struct sockaddr *)&net_devs[i].rail[0]->addr, a, sizeof a),
+                              net_devs[i].nrails > 1 ? ", ..." : "");
     }
-    BRAID_INFO(NCCL_INIT | NCCL_NET, "braid %s loaded through %s; TCP transport, %d streams; devices: %s",
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "braid %s loaded through %s; TCP transport, %d streams per rail; devices: %s",
                BRAID_VERSION, abi, (int)braid_param_int(BRAID_P_NSTREAMS), list);
   }
   if (ctx) {
@@ -102,27 +108,27 @@ __attribute__((destructor)) static void net_unload(void) { braid_setup_abandon(N
 
 ncclResult_t braid_net_devices(int *ndev) {
   ncclResult_t rc = net_discover();
-  *ndev = rc ? 0 : net_nifaces;
+  *ndev = rc ? 0 : net_ndevs;
   return rc;
 }
 
-static const struct braid_iface *net_iface(int dev) {
-  if (net_nifaces < 0 || dev < 0 || dev >= net_nifaces) {
-    BRAID_WARN("invalid device index %d (%d devices)", dev, net_nifaces < 0 ? 0 : net_nifaces);
+static const struct braid_device *net_device(int dev) {
+  if (net_ndevs < 0 || dev < 0 || dev >= net_ndevs) {
+    BRAID_WARN("invalid device index %d (%d devices)", dev, net_ndevs < 0 ? 0 : net_ndevs);
     return NULL;
   }
-  return &net_ifaces[dev];
+  return &net_devs[dev];
 }
 
 ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
-  const struct braid_iface *ifc = net_iface(dev);
-  if (!ifc) return ncclInvalidArgument;
+  const struct braid_device *d = net_device(dev);
+  if (!d) return ncclInvalidArgument;
   memset(p, 0, sizeof *p);
-  p->name = ifc->name;
-  p->pci_path = ifc->pci_path[0] ? ifc->pci_path : NULL;
+  p->name = d->name;
+  p->pci_path = d->pci_path;
   p->guid = (uint64_t)dev;
   p->ptr_support = NCCL_PTR_HOST;
-  p->speed = ifc->speed_mbps > 0 ? ifc->speed_mbps : 10000;
+  p->speed = d->speed_mbps;
   p->port = 0;
   p->max_comms = 65536;
   p->max_recvs = (int)braid_param_int(BRAID_P_MAX_RECVS);
@@ -140,20 +146,20 @@ ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
 ncclResult_t braid_net_listen(void *ctx, int dev, void *handle, void **listen_comm) {
   (void)ctx;
   *listen_comm = NULL;
-  const struct braid_iface *ifc = net_iface(dev);
-  if (!ifc) return ncclInvalidArgument;
-  return braid_setup_listen(ifc, dev, handle, listen_comm);
+  const struct braid_device *d = net_device(dev);
+  if (!d) return ncclInvalidArgument;
+  return braid_setup_listen(d, dev, handle, listen_comm);
 }
 
 ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_comm) {
   *send_comm = NULL;
-  const struct braid_iface *ifc = net_iface(dev);
-  if (!ifc) return ncclInvalidArgument;
+  const struct braid_device *d = net_device(dev);
+  if (!d) return ncclInvalidArgument;
   if (!handle) {
     BRAID_WARN("connect() with a NULL handle");
     return ncclInvalidArgument;
   }
-  return braid_setup_connect(ctx, ifc, dev, handle, send_comm);
+  return braid_setup_connect(ctx, d, dev, handle, send_comm);
 }
 
 ncclResult_t braid_net_accept(void *listen_comm, void **recv_comm) {

@@ -80,13 +80,14 @@ int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size
   return 0;
 }
 
-/* Hello: magic(4) version(2) stream(2) nstreams(2) pad(6) conn_id(8) secret(16). */
+/* Hello: magic(4) version(2) stream(2) per_rail(2) nrails(2) pad(4) conn_id(8) secret(16). */
 void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYTES]) {
   memset(out, 0, BRAID_HELLO_BYTES);
   put32(out, HELLO_MAGIC);
   put16(out + 4, BRAID_WIRE_VERSION);
   put16(out + 6, h->stream);
-  put16(out + 8, h->nstreams);
+  put16(out + 8, h->per_rail);
+  put16(out + 10, h->nrails);
   put64(out + 16, h->conn_id);
   memcpy(out + 24, h->secret, BRAID_SECRET_BYTES);
 }
@@ -97,11 +98,78 @@ int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *
   if (get16(in + 4) != BRAID_WIRE_VERSION)
     return snprintf(err, errlen, "hello from wire version %u", get16(in + 4)), -1;
   h->stream = get16(in + 6);
-  h->nstreams = get16(in + 8);
-  if (h->nstreams == 0 || h->nstreams > BRAID_MAX_STREAMS || h->stream >= h->nstreams)
-    return snprintf(err, errlen, "hello names stream %u of %u", h->stream, h->nstreams), -1;
+  h->per_rail = get16(in + 8);
+  h->nrails = get16(in + 10);
+  if (h->per_rail == 0 || h->per_rail > BRAID_MAX_STREAMS || h->nrails == 0 ||
+      h->nrails > BRAID_RAILLIST_MAX || h->stream >= h->per_rail * h->nrails)
+    return snprintf(err, errlen, "hello names stream %u of %u per rail on %u rails", h->stream,
+                    h->per_rail, h->nrails), -1;
   h->conn_id = get64(in + 16);
   memcpy(h->secret, in + 24, BRAID_SECRET_BYTES);
+  return 0;
+}
+
+#define RAILLIST_MAGIC 0x52445242u /* "BRDR" */
+
+static void addr_put(uint8_t *p, const struct sockaddr_storage *a) {
+  if (a->ss_family == AF_INET) {
+    const struct sockaddr_in *s = (const struct sockaddr_in *)a;
+    memcpy(p, &s->sin_port, 2);
+    memcpy(p + 2, &s->sin_addr, 4);
+  } else {
+    const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)a;
+    memcpy(p, &s->sin6_port, 2);
+    memcpy(p + 2, &s->sin6_addr, 16);
+  }
+}
+
+size_t braid_raillist_encode(const struct braid_raillist *l, uint8_t *out) {
+  size_t len = BRAID_RAILLIST_BYTES((size_t)l->nrails);
+  memset(out, 0, len);
+  put32(out, RAILLIST_MAGIC);
+  out[4] = BRAID_WIRE_VERSION;
+  out[5] = l->addr[0].ss_family == AF_INET ? 4 : 6;
+  out[6] = (uint8_t)l->nrails;
+  for (int r = 0; r < l->nrails; r++)
+    addr_put(out + BRAID_RAILLIST_HDR + (size_t)r * BRAID_RAILLIST_ENTRY, &l->addr[r]);
+  return len;
+}
+
+int braid_raillist_len(const uint8_t *buf, char *err, size_t errlen) {
+  if (get32(buf) != RAILLIST_MAGIC) return snprintf(err, errlen, "not a braid rail list"), -1;
+  if (buf[4] != BRAID_WIRE_VERSION)
+    return snprintf(err, errlen, "rail list from wire version %u", buf[4]), -1;
+  if (buf[5] != 4 && buf[5] != 6)
+    return snprintf(err, errlen, "rail list has address family %u", buf[5]), -1;
+  if (buf[6] < 1 || buf[6] > BRAID_RAILLIST_MAX)
+    return snprintf(err, errlen, "rail list has %u rails (1 to %d)", buf[6], BRAID_RAILLIST_MAX), -1;
+  return (int)BRAID_RAILLIST_BYTES((size_t)buf[6]);
+}
+
+int braid_raillist_decode(const uint8_t *buf, size_t len, struct braid_raillist *l, char *err,
+                          size_t errlen) {
+  int need = braid_raillist_len(buf, err, errlen);
+  if (need < 0) return -1;
+  if (len < (size_t)need) return snprintf(err, errlen, "truncated rail list"), -1;
+  memset(l, 0, sizeof *l);
+  l->nrails = buf[6];
+  for (int r = 0; r < l->nrails; r++) {
+    const uint8_t *p = buf + BRAID_RAILLIST_HDR + (size_t)r * BRAID_RAILLIST_ENTRY;
+    uint16_t port;
+    memcpy(&port, p, 2);
+    if (port == 0) return snprintf(err, errlen, "rail %d has port 0", r), -1;
+    if (buf[5] == 4) {
+      struct sockaddr_in *s = (struct sockaddr_in *)&l->addr[r];
+      s->sin_family = AF_INET;
+      s->sin_port = port;
+      memcpy(&s->sin_addr, p + 2, 4);
+    } else {
+      struct sockaddr_in6 *s = (struct sockaddr_in6 *)&l->addr[r];
+      s->sin6_family = AF_INET6;
+      s->sin6_port = port;
+      memcpy(&s->sin6_addr, p + 2, 16);
+    }
+  }
   return 0;
 }
 

@@ -33,16 +33,39 @@ int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size
 #define BRAID_HELLO_BYTES 40
 #define BRAID_MAX_STREAMS 16
 
+/* A connection uses per_rail streams on each of min(connector's, listener's) rails; stream s
+ * runs on rail s % rails. */
 struct braid_hello {
   uint8_t secret[BRAID_SECRET_BYTES];
   uint64_t conn_id;
   uint16_t stream;
-  uint16_t nstreams;
+  uint16_t per_rail; /* streams per rail, 1..BRAID_MAX_STREAMS */
+  uint16_t nrails;   /* the connector's rails, 1..BRAID_RAILLIST_MAX */
 };
 
 void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYTES]);
 int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *h, char *err,
                        size_t errlen);
+
+/* The listener's rail list, sent on stream 0 right after its hello is accepted (it does not fit in
+ * the handle): magic(4) version(1) family(1) nrails(1) pad(1), then port(2) addr(16) per rail. */
+#define BRAID_RAILLIST_MAX 16
+#define BRAID_RAILLIST_HDR 8
+#define BRAID_RAILLIST_ENTRY 18
+#define BRAID_RAILLIST_BYTES(n) (BRAID_RAILLIST_HDR + (n) * BRAID_RAILLIST_ENTRY)
+
+struct braid_raillist {
+  int nrails;
+  struct sockaddr_storage addr[BRAID_RAILLIST_MAX];
+};
+
+/* Returns the encoded length. */
+size_t braid_raillist_encode(const struct braid_raillist *l, uint8_t *out);
+/* Parses the fixed header of buf (len >= BRAID_RAILLIST_HDR): returns the full length the list
+ * needs, or -1 with a reason when the header is malformed. */
+int braid_raillist_len(const uint8_t *buf, char *err, size_t errlen);
+int braid_raillist_decode(const uint8_t *buf, size_t len, struct braid_raillist *l, char *err,
+                          size_t errlen);
 
 #define BRAID_FRAME_HDR_BYTES 40
 #define BRAID_FRAME_MAX_LEN (64u << 20) /* largest chunk any sender may frame */

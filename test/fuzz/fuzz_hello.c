@@ -27,18 +27,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(err[0] && memchr(err, 0, sizeof err)); /* a rejection always says why */
     return 0;
   }
-  CHECK(h.nstreams >= 1 && h.nstreams <= BRAID_MAX_STREAMS);
-  CHECK(h.stream < h.nstreams);
+  CHECK(h.per_rail >= 1 && h.per_rail <= BRAID_MAX_STREAMS);
+  CHECK(h.nrails >= 1 && h.nrails <= BRAID_RAILLIST_MAX);
+  CHECK(h.stream < h.per_rail * h.nrails);
 
   uint8_t enc[BRAID_HELLO_BYTES];
   braid_hello_encode(&h, enc);
-  CHECK(memcmp(enc, buf, 10) == 0);
+  CHECK(memcmp(enc, buf, 12) == 0);
   CHECK(memcmp(enc + 16, buf + 16, BRAID_HELLO_BYTES - 16) == 0);
 
   struct braid_hello h2;
   memset(&h2, 0, sizeof h2);
   CHECK(braid_hello_decode(enc, &h2, err, sizeof err) == 0);
-  CHECK(h.stream == h2.stream && h.nstreams == h2.nstreams && h.conn_id == h2.conn_id);
+  CHECK(h.stream == h2.stream && h.per_rail == h2.per_rail && h.nrails == h2.nrails && h.conn_id == h2.conn_id);
   CHECK(memcmp(h.secret, h2.secret, sizeof h.secret) == 0);
   return 0;
 }

@@ -341,7 +341,8 @@ class RawPeer : public Loopback {
     braid_hello hello = {};
     memcpy(hello.secret, h.secret, sizeof hello.secret);
     hello.conn_id = 77;
-    hello.nstreams = 1;
+    hello.per_rail = 1;
+    hello.nrails = 1;
     uint8_t hb[BRAID_HELLO_BYTES];
     braid_hello_encode(&hello, hb);
     EXPECT_EQ(write(fd, hb, sizeof hb), (ssize_t)sizeof hb);

@@ -206,7 +206,8 @@ braid_hello MakeHello(uint16_t stream, uint16_t nstreams) {
   for (int i = 0; i < BRAID_SECRET_BYTES; i++) h.secret[i] = (uint8_t)(0xf0 - 7 * i);
   h.conn_id = 0xfeedfacecafebeefull;
   h.stream = stream;
-  h.nstreams = nstreams;
+  h.per_rail = nstreams;  // one rail: streams per rail == total streams
+  h.nrails = 1;
   return h;
 }
 
@@ -231,7 +232,8 @@ TEST(WireHello, RoundTripEveryValidStreamCount) {
       char err[128] = "";
       ASSERT_EQ(0, braid_hello_decode(buf, &out, err, sizeof err)) << s << "/" << n << ": " << err;
       EXPECT_EQ(in.stream, out.stream);
-      EXPECT_EQ(in.nstreams, out.nstreams);
+      EXPECT_EQ(in.per_rail, out.per_rail);
+      EXPECT_EQ(in.nrails, out.nrails);
       EXPECT_EQ(in.conn_id, out.conn_id);
       EXPECT_EQ(0, memcmp(in.secret, out.secret, BRAID_SECRET_BYTES));
     }

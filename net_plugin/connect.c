@@ -1,0 +1,263 @@
+/* The sending side of connection set-up: connect(), non-blocking and polled by NCCL with the same
+ * handle until it returns a comm.
+ *
+ * Stream 0 connects from the device's rail 0 to the address in the handle and sends its hello;
+ * the listener answers with its rail list.  The connection then uses min(our rails, its rails)
+ * rails, BRAID_NSTREAMS streams on each, rail r to rail r (the same rail index on both ends, as
+ * rail-only fabrics require).  The state machine lives behind a pointer in the handle's stage
+ * bytes, checked against a process cookie so a garbled handle is never taken for a pointer. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "log.h"
+#include "param.h"
+#include "setup.h"
+#include "sock.h"
+
+#define MAX_STREAMS (BRAID_MAX_STREAMS * BRAID_MAX_RAILS)
+
+enum { ST_IDLE, ST_CONNECTING, ST_HELLO, ST_LIST, ST_DONE };
+
+struct braid_connect {
+  struct braid_connect *next; /* in the list of unfinished connects */
+  void *owner;                /* the context that started it, for finalize */
+  const struct braid_device *device;
+  int dev, per_rail, nrails, nstreams; /* nrails/nstreams known once the rail list arrived */
+  struct braid_handle peer;
+  struct braid_raillist rails;
+  uint8_t list[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];
+  size_t list_got;
+  char peer_str[64];
+  uint64_t conn_id, deadline_ns, retry_at_ns;
+  int fd[MAX_STREAMS], state[MAX_STREAMS];
+  size_t hello_sent[MAX_STREAMS];
+};
+
+/* Unfinished connects, so a finalize or unload frees what NCCL abandoned mid-connect. */
+static pthread_mutex_t connect_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct braid_connect *connect_list;
+static uint64_t connect_cookie;
+
+struct connect_stage {
+  uint64_t check, ptr;
+};
+
+static void connect_free(struct braid_connect *k) {
+  pthread_mutex_lock(&connect_lock);
+  for (struct braid_connect **p = &connect_list; *p; p = &(*p)->next)
+    if (*p == k) {
+      *p = k->next;
+      break;
+    }
+  pthread_mutex_unlock(&connect_lock);
+  for (int s = 0; s < MAX_STREAMS; s++)
+    if (k->fd[s] >= 0) close(k->fd[s]);
+  free(k);
+}
+
+void braid_setup_abandon(void *owner) {
+  for (;;) {
+    pthread_mutex_lock(&connect_lock);
+    struct braid_connect *k = connect_list;
+    while (k && owner && k->owner != owner) k = k->next;
+    pthread_mutex_unlock(&connect_lock);
+    if (!k) return;
+    connect_free(k);
+  }
+}
+
+static struct braid_connect *connect_from_stage(void *handle) {
+  struct connect_stage st;
+  memcpy(&st, (uint8_t *)handle + BRAID_HANDLE_STAGE_OFF, sizeof st);
+  if (st.ptr == 0 || (st.ptr ^ connect_cookie) != st.check) return NULL;
+  struct braid_connect *k = (struct braid_connect *)(uintptr_t)st.ptr;
+  pthread_mutex_lock(&connect_lock);
+  struct braid_connect *it = connect_list;
+  while (it && it != k) it = it->next;
+  pthread_mutex_unlock(&connect_lock);
+  return it;
+}
+
+static void connect_set_stage(void *handle, struct braid_connect *k) {
+  struct connect_stage st = {0, 0};
+  if (k) st.ptr = (uint64_t)(uintptr_t)k, st.check = st.ptr ^ connect_cookie;
+  memcpy((uint8_t *)handle + BRAID_HANDLE_STAGE_OFF, &st, sizeof st);
+}
+
+static ncclResult_t connect_start(void *owner, const struct braid_device *device, int dev,
+                                  void *handle, struct braid_connect **out) {
+  struct braid_handle h;
+  char why[160];
+  if (braid_handle_decode(handle, &h, why, sizeof why) != 0) {
+    BRAID_WARN("connect on device %d: malformed handle: %s", dev, why);
+    return ncclInvalidArgument;
+  }
+  if (h.addr.ss_family != device->rail[0]->addr.ss_family) {
+    BRAID_WARN("connect on device %d (%s): the peer's address family differs from the device's",
+               dev, device->name);
+    return ncclInvalidUsage;
+  }
+  struct braid_connect *k = calloc(1, sizeof *k);
+  if (!k) return ncclSystemError;
+  k->owner = owner;
+  k->device = device;
+  k->dev = dev;
+  k->peer = h;
+  k->per_rail = (int)braid_param_int(BRAID_P_NSTREAMS);
+  k->nstreams = 1; /* stream 0 until the rail list says more */
+  braid_sockaddr_str((struct sockaddr *)&h.addr, k->peer_str, sizeof k->peer_str);
+  braid_random(&k->conn_id, sizeof k->conn_id);
+  k->deadline_ns = braid_now_ns() + (uint64_t)braid_param_int(BRAID_P_TIMEOUT_MS) * 1000000ull;
+  for (int s = 0; s < MAX_STREAMS; s++) k->fd[s] = -1;
+  pthread_mutex_lock(&connect_lock);
+  while (!connect_cookie) braid_random(&connect_cookie, sizeof connect_cookie);
+  k->next = connect_list;
+  connect_list = k;
+  pthread_mutex_unlock(&connect_lock);
+  *out = k;
+  return ncclSuccess;
+}
+
+static const struct sockaddr_storage *connect_target(const struct braid_connect *k, int s) {
+  return s == 0 ? &k->peer.addr : &k->rails.addr[s % k->nrails];
+}
+
+static ncclResult_t connect_send_hello(struct braid_connect *k, int s) {
+  struct braid_hello hello = {.conn_id = k->conn_id, .stream = (uint16_t)s,
+                              .per_rail = (uint16_t)k->per_rail,
+                              .nrails = (uint16_t)k->device->nrails};
+  memcpy(hello.secret, k->peer.secret, sizeof hello.secret);
+  uint8_t buf[BRAID_HELLO_BYTES];
+  braid_hello_encode(&hello, buf);
+  ssize_t n = send(k->fd[s], buf + k->hello_sent[s], BRAID_HELLO_BYTES - k->hello_sent[s],
+                   MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n > 0) k->hello_sent[s] += (size_t)n;
+  else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return ncclRemoteError;
+  if (k->hello_sent[s] == BRAID_HELLO_BYTES) k->state[s] = s == 0 ? ST_LIST : ST_DONE;
+  return ncclSuccess;
+}
+
+/* Stream 0 reads the listener's rail list; then every other stream can start. */
+static ncclResult_t connect_read_list(struct braid_connect *k) {
+  size_t need = BRAID_RAILLIST_HDR;
+  char why[128];
+  if (k->list_got >= BRAID_RAILLIST_HDR) {
+    int len = braid_raillist_len(k->list, why, sizeof why);
+    if (len < 0) return BRAID_WARN("connect to %s: %s", k->peer_str, why), ncclRemoteError;
+    need = (size_t)len;
+  }
+  ssize_t n = recv(k->fd[0], k->list + k->list_got, need - k->list_got, MSG_DONTWAIT);
+  if (n == 0) {
+    BRAID_WARN("connect to %s: the listener closed the connection (wrong secret, or it is gone)",
+               k->peer_str);
+    return ncclRemoteError;
+  }
+  if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? ncclSuccess : ncclRemoteError;
+  k->list_got += (size_t)n;
+  if (k->list_got < need || need == BRAID_RAILLIST_HDR) return ncclSuccess;
+  if (braid_raillist_decode(k->list, k->list_got, &k->rails, why, sizeof why) != 0)
+    return BRAID_WARN("connect to %s: %s", k->peer_str, why), ncclRemoteError;
+  k->nrails = k->rails.nrails < k->device->nrails ? k->rails.nrails : k->device->nrails;
+  k->nstreams = k->nrails * k->per_rail;
+  k->state[0] = ST_DONE;
+  return ncclSuccess;
+}
+
+/* Advances stream s; returns 0 (in progress or done) or an error. */
+static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now) {
+  switch (k->state[s]) {
+    case ST_IDLE: {
+      if (now < k->retry_at_ns) return ncclSuccess;
+      k->fd[s] = braid_sock_open(k->device->rail[s == 0 ? 0 : s % k->nrails]);
+      if (k->fd[s] < 0) return ncclSystemError;
+      const struct sockaddr_storage *to = connect_target(k, s);
+      socklen_t len = to->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+      if (connect(k->fd[s], (const struct sockaddr *)to, len) == 0 || errno == EINPROGRESS) {
+        k->state[s] = ST_CONNECTING;
+        return ncclSuccess;
+      }
+      break;
+    }
+    case ST_CONNECTING: {
+      struct pollfd pfd = {.fd = k->fd[s], .events = POLLOUT};
+      if (poll(&pfd, 1, 0) <= 0) return ncclSuccess;
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(k->fd[s], SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err == 0) {
+        braid_sock_tune(k->fd[s]);
+        k->state[s] = ST_HELLO;
+        return connect_send_hello(k, s);
+      }
+      errno = err;
+      break;
+    }
+    case ST_HELLO:
+      if (connect_send_hello(k, s) == ncclSuccess) return ncclSuccess;
+      break;
+    case ST_LIST:
+      return connect_read_list(k);
+    default:
+      return ncclSuccess;
+  }
+  /* Connection failed.  A refused or timed-out SYN is retried (a listener's backlog can
+   * overflow when thousands of ranks connect at once) until BRAID_TIMEOUT_MS. */
+  int err = errno;
+  close(k->fd[s]);
+  k->fd[s] = -1;
+  k->state[s] = ST_IDLE;
+  k->hello_sent[s] = 0;
+  bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET;
+  if (retry && now < k->deadline_ns) {
+    k->retry_at_ns = now + 10000000ull;
+    return ncclSuccess;
+  }
+  BRAID_WARN("connect to %s on device %d (%s, stream %d) failed: %s", k->peer_str, k->dev,
+             k->device->name, s, strerror(err));
+  return ncclRemoteError;
+}
+
+static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
+  struct braid_comm *c = braid_comm_new(BRAID_COMM_SEND, k->dev, k->nstreams);
+  if (!c) return ncclSystemError;
+  memcpy(c->peer, k->peer_str, sizeof c->peer);
+  c->nrails = k->nrails;
+  for (int s = 0; s < k->nstreams; s++) c->streams[s].fd = k->fd[s], k->fd[s] = -1;
+  BRAID_INFO(NCCL_NET, "connected to %s on device %d (%s, %d rails, %d streams)", c->peer, k->dev,
+             k->device->name, c->nrails, c->nstreams);
+  *send_comm = c;
+  return ncclSuccess;
+}
+
+ncclResult_t braid_setup_connect(void *owner, const struct braid_device *device, int dev,
+                                 void *handle, void **send_comm) {
+  *send_comm = NULL;
+  struct braid_connect *k = connect_from_stage(handle);
+  if (!k) {
+    ncclResult_t rc = connect_start(owner, device, dev, handle, &k);
+    if (rc) return rc;
+    connect_set_stage(handle, k);
+  }
+  uint64_t now = braid_now_ns();
+  int done = 0;
+  for (int s = 0; s < k->nstreams; s++) {
+    ncclResult_t rc = connect_stream(k, s, now);
+    if (rc) {
+      connect_set_stage(handle, NULL);
+      connect_free(k);
+      return rc;
+    }
+    done += k->state[s] == ST_DONE;
+  }
+  if (done < k->nstreams || k->nrails == 0) return ncclSuccess;
+  ncclResult_t rc = connect_finish(k, send_comm);
+  connect_set_stage(handle, NULL);
+  connect_free(k);
+  return rc;
+}

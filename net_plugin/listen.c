@@ -1,0 +1,227 @@
+/* The receiving side of connection set-up: listen and accept, non-blocking, polled by NCCL.
+ *
+ * listen() opens a listening socket on every rail of the device and puts rail 0's address and a
+ * random secret in NCCL's handle.  Every incoming stream must start with a hello carrying the
+ * secret; one that does not is logged and dropped, never accepted.  Stream 0's hello is answered
+ * with the rail list (the other rails' addresses do not fit in the handle).  accept() groups
+ * streams by connection id and hands out the connection once all of them have arrived. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "log.h"
+#include "param.h"
+#include "setup.h"
+#include "sock.h"
+
+#define LISTEN_PENDING 64 /* streams waiting for their hello */
+#define LISTEN_PARTIAL 8  /* connections with some streams still to come */
+
+struct listen_pending {
+  int fd;
+  uint8_t hello[BRAID_HELLO_BYTES];
+  size_t got;
+  uint64_t deadline_ns;
+  char peer[64];
+};
+
+struct listen_partial {
+  uint64_t conn_id;
+  int nstreams, count, nrails;
+  int fds[BRAID_MAX_STREAMS * BRAID_MAX_RAILS];
+  char peer[64];
+};
+
+struct braid_listen {
+  uint8_t kind;
+  int dev;
+  const struct braid_device *device;
+  int fd[BRAID_MAX_RAILS];
+  uint8_t secret[BRAID_SECRET_BYTES];
+  uint8_t raillist[BRAID_RAILLIST_BYTES(BRAID_MAX_RAILS)];
+  size_t raillist_len;
+  struct listen_pending pending[LISTEN_PENDING];
+  int npending;
+  struct listen_partial partial[LISTEN_PARTIAL];
+  int npartial;
+};
+
+static void listen_free(struct braid_listen *l) {
+  for (int r = 0; r < l->device->nrails; r++)
+    if (l->fd[r] >= 0) close(l->fd[r]);
+  for (int i = 0; i < l->npending; i++) close(l->pending[i].fd);
+  for (int i = 0; i < l->npartial; i++)
+    for (int s = 0; s < l->partial[i].nstreams; s++)
+      if (l->partial[i].fds[s] >= 0) close(l->partial[i].fds[s]);
+  l->kind = 0;
+  free(l);
+}
+
+ncclResult_t braid_setup_listen(const struct braid_device *device, int dev, void *handle,
+                                void **listen_comm) {
+  *listen_comm = NULL;
+  struct braid_listen *l = calloc(1, sizeof *l);
+  if (!l) return ncclSystemError;
+  l->kind = BRAID_COMM_LISTEN;
+  l->dev = dev;
+  l->device = device;
+  for (int r = 0; r < BRAID_MAX_RAILS; r++) l->fd[r] = -1;
+  struct braid_raillist rails = {.nrails = device->nrails};
+  for (int r = 0; r < device->nrails; r++) {
+    l->fd[r] = braid_sock_open(device->rail[r]);
+    socklen_t len = sizeof rails.addr[r];
+    if (l->fd[r] < 0 || listen(l->fd[r], 128) != 0 ||
+        getsockname(l->fd[r], (struct sockaddr *)&rails.addr[r], &len) != 0) {
+      BRAID_WARN("listen on %s (rail %d of device %d) failed: %s", device->rail[r]->name, r, dev,
+                 strerror(errno));
+      listen_free(l);
+      return ncclSystemError;
+    }
+  }
+  l->raillist_len = braid_raillist_encode(&rails, l->raillist);
+  struct braid_handle h = {0};
+  h.addr = rails.addr[0];
+  braid_random(l->secret, sizeof l->secret);
+  memcpy(h.secret, l->secret, sizeof h.secret);
+  braid_random(&h.listen_id, sizeof h.listen_id);
+  braid_handle_encode(&h, handle);
+  char a[64];
+  BRAID_INFO(NCCL_NET, "listening on %s and %d more rails (device %d, %s)",
+             braid_sockaddr_str((struct sockaddr *)&h.addr, a, sizeof a), device->nrails - 1, dev,
+             device->name);
+  *listen_comm = l;
+  return ncclSuccess;
+}
+
+static void listen_drop(struct braid_listen *l, int i, const char *why) {
+  BRAID_WARN("dropped an incoming connection from %s on device %d: %s", l->pending[i].peer, l->dev,
+             why);
+  close(l->pending[i].fd);
+  l->pending[i] = l->pending[--l->npending];
+}
+
+static void listen_accept_new(struct braid_listen *l) {
+  for (int r = 0; r < l->device->nrails; r++) {
+    for (;;) {
+      struct sockaddr_storage sa;
+      socklen_t len = sizeof sa;
+      int fd = accept4(l->fd[r], (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) break;
+      if (l->npending == LISTEN_PENDING) listen_drop(l, 0, "too many connections without a hello");
+      struct listen_pending *p = &l->pending[l->npending++];
+      memset(p, 0, sizeof *p);
+      p->fd = fd;
+      p->deadline_ns = braid_now_ns() + (uint64_t)braid_param_int(BRAID_P_TIMEOUT_MS) * 1000000ull;
+      braid_sockaddr_str((struct sockaddr *)&sa, p->peer, sizeof p->peer);
+    }
+  }
+}
+
+static int secret_equal(const uint8_t *a, const uint8_t *b) {
+  uint8_t d = 0;
+  for (int i = 0; i < BRAID_SECRET_BYTES; i++) d |= a[i] ^ b[i];
+  return d == 0;
+}
+
+/* Files a stream with a verified hello under its connection; NULL when inconsistent. */
+static struct listen_partial *listen_file(struct braid_listen *l, struct listen_pending *p,
+                                          const struct braid_hello *h) {
+  int rails = h->nrails < l->device->nrails ? h->nrails : l->device->nrails;
+  int total = h->per_rail * rails;
+  if (h->stream >= total) return NULL;
+  struct listen_partial *c = NULL;
+  for (int i = 0; i < l->npartial; i++)
+    if (l->partial[i].conn_id == h->conn_id) c = &l->partial[i];
+  if (!c) {
+    if (l->npartial == LISTEN_PARTIAL) return NULL;
+    c = &l->partial[l->npartial++];
+    memset(c, 0, sizeof *c);
+    c->conn_id = h->conn_id;
+    c->nstreams = total;
+    c->nrails = rails;
+    for (int i = 0; i < total; i++) c->fds[i] = -1;
+    memcpy(c->peer, p->peer, sizeof c->peer);
+  }
+  if (c->nstreams != total || c->fds[h->stream] >= 0) return NULL;
+  c->fds[h->stream] = p->fd;
+  c->count++;
+  return c;
+}
+
+/* Reads pending i's hello; returns its connection when the stream was filed, NULL otherwise
+ * (still incomplete, or dropped: then i is gone and *dropped is set). */
+static struct listen_partial *listen_hello(struct braid_listen *l, int i, uint64_t now,
+                                           int *dropped) {
+  struct listen_pending *p = &l->pending[i];
+  *dropped = 1;
+  ssize_t n = recv(p->fd, p->hello + p->got, BRAID_HELLO_BYTES - p->got, MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+    return listen_drop(l, i, "closed before completing its hello"), NULL;
+  if (n > 0) p->got += (size_t)n;
+  if (p->got < BRAID_HELLO_BYTES) {
+    if (now > p->deadline_ns) return listen_drop(l, i, "sent no hello in time (BRAID_TIMEOUT_MS)"), NULL;
+    *dropped = 0;
+    return NULL;
+  }
+  struct braid_hello h;
+  char why[128];
+  if (braid_hello_decode(p->hello, &h, why, sizeof why) != 0) return listen_drop(l, i, why), NULL;
+  if (!secret_equal(h.secret, l->secret))
+    return listen_drop(l, i, "wrong secret (a stray or misdirected connection)"), NULL;
+  if (h.stream == 0 &&
+      send(p->fd, l->raillist, l->raillist_len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)l->raillist_len)
+    return listen_drop(l, i, "could not send the rail list"), NULL;
+  struct listen_partial *c = listen_file(l, p, &h);
+  if (!c) return listen_drop(l, i, "inconsistent stream numbering"), NULL;
+  l->pending[i] = l->pending[--l->npending];
+  return c;
+}
+
+static ncclResult_t listen_finish(struct braid_listen *l, struct listen_partial *c,
+                                  void **recv_comm) {
+  struct braid_comm *rc = braid_comm_new(BRAID_COMM_RECV, l->dev, c->nstreams);
+  if (!rc) return ncclSystemError;
+  memcpy(rc->peer, c->peer, sizeof rc->peer);
+  rc->nrails = c->nrails;
+  for (int s = 0; s < c->nstreams; s++) {
+    rc->streams[s].fd = c->fds[s];
+    braid_sock_tune(c->fds[s]);
+  }
+  *c = l->partial[--l->npartial];
+  BRAID_INFO(NCCL_NET, "accepted connection from %s on device %d (%d rails, %d streams)", rc->peer,
+             l->dev, rc->nrails, rc->nstreams);
+  *recv_comm = rc;
+  return ncclSuccess;
+}
+
+ncclResult_t braid_setup_accept(void *listen_comm, void **recv_comm) {
+  struct braid_listen *l = listen_comm;
+  *recv_comm = NULL;
+  if (!l || l->kind != BRAID_COMM_LISTEN) {
+    BRAID_WARN("accept() on an invalid listen comm %p", listen_comm);
+    return ncclInvalidArgument;
+  }
+  listen_accept_new(l);
+  uint64_t now = braid_now_ns();
+  for (int i = 0; i < l->npending; i++) {
+    int dropped;
+    struct listen_partial *c = listen_hello(l, i, now, &dropped);
+    if (c || dropped) i--;
+    if (c && c->count == c->nstreams) return listen_finish(l, c, recv_comm);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t braid_setup_close_listen(void *listen_comm) {
+  struct braid_listen *l = listen_comm;
+  if (!l) return ncclSuccess;
+  if (l->kind != BRAID_COMM_LISTEN) {
+    BRAID_WARN("closeListen() on an invalid listen comm %p", listen_comm);
+    return ncclInvalidArgument;
+  }
+  listen_free(l);
+  return ncclSuccess;
+}
