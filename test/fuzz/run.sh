@@ -14,13 +14,13 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 CLANG=${CLANG:-clang}
 OUT=build/fuzz
-TARGETS=(fuzz_handle fuzz_hello fuzz_frame)
-declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=40 [fuzz_frame]=40) # decoder input sizes
+TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist)
+declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=40 [fuzz_frame]=40 [fuzz_raillist]=296) # decoder input sizes
 mkdir -p "$OUT/artifacts"
 
 for t in "${TARGETS[@]}"; do
   "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Icommon -Inet_plugin \
+    -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin \
     "test/fuzz/$t.c" net_plugin/wire.c -o "$OUT/$t"
 done
 

@@ -1,0 +1,89 @@
+// Grouping NICs into NCCL devices: each NIC's bandwidth is seen exactly once.
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <string.h>
+
+extern "C" {
+#include "devices.h"
+#include "wire.h"
+}
+
+namespace {
+
+braid_iface Nic(const char *name, const char *pci, int speed) {
+  braid_iface i;
+  memset(&i, 0, sizeof i);
+  strcpy(i.name, name);
+  strcpy(i.pci_path, pci);
+  i.speed_mbps = speed;
+  return i;
+}
+
+TEST(Devices, VirtualNicsFormOneDevicePciNicsOneEach) {
+  braid_iface nics[] = {Nic("veth0", "", 10000), Nic("ib0", "/sys/devices/pci0000:00/0000:00:01.0", 200000),
+                        Nic("veth1", "", 10000), Nic("ib1", "/sys/devices/pci0000:00/0000:00:02.0", 200000)};
+  braid_device d[8];
+  ASSERT_EQ(braid_devices_group(nics, 4, "", d, 8), 3);
+  EXPECT_STREQ(d[0].name, "veth0+veth1");
+  EXPECT_EQ(d[0].nrails, 2);
+  EXPECT_EQ(d[0].pci_path, nullptr);
+  EXPECT_EQ(d[0].speed_mbps, 20000) << "a device's speed is the sum of its rails'";
+  EXPECT_STREQ(d[1].name, "ib0");
+  EXPECT_STREQ(d[1].pci_path, nics[1].pci_path);
+  EXPECT_STREQ(d[2].name, "ib1");
+  int rails = 0;
+  for (int i = 0; i < 3; i++) rails += d[i].nrails;
+  EXPECT_EQ(rails, 4) << "every NIC in exactly one device";
+}
+
+TEST(Devices, ExplicitGroups) {
+  braid_iface nics[] = {Nic("eth0", "", 0), Nic("eth1", "", 0), Nic("eth2", "", 0), Nic("eth3", "", 0)};
+  braid_device d[8];
+  ASSERT_EQ(braid_devices_group(nics, 4, "eth0,eth2;eth1;eth3", d, 8), 3);
+  EXPECT_STREQ(d[0].name, "eth0+eth2");
+  EXPECT_EQ(d[0].rail[1], &nics[2]) << "rail order follows the spec";
+  EXPECT_STREQ(d[1].name, "eth1");
+  EXPECT_STREQ(d[2].name, "eth3");
+  EXPECT_EQ(d[0].speed_mbps, 20000) << "unknown speeds count as NCCL's default 10 Gb/s";
+}
+
+TEST(Devices, BadSpecsAreRejected) {
+  braid_iface nics[] = {Nic("eth0", "", 0), Nic("eth1", "", 0)};
+  braid_device d[8];
+  EXPECT_EQ(braid_devices_group(nics, 2, "eth0,eth9", d, 8), -1) << "not a selected NIC";
+  EXPECT_EQ(braid_devices_group(nics, 2, "eth0;eth0", d, 8), -1) << "listed twice";
+  EXPECT_EQ(braid_devices_group(nics, 2, "eth0,,eth1", d, 8), -1) << "empty name";
+  EXPECT_EQ(braid_devices_group(nics, 2, "eth", d, 8), -1) << "names are exact, not prefixes";
+}
+
+TEST(WireRailList, RoundTripAndRejects) {
+  braid_raillist in;
+  memset(&in, 0, sizeof in);
+  in.nrails = 4;
+  for (int r = 0; r < 4; r++) {
+    sockaddr_in *a = (sockaddr_in *)&in.addr[r];
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)(1000 + r));
+    a->sin_addr.s_addr = htonl(0x0a4d0001u + (uint32_t)(r << 8));
+  }
+  uint8_t buf[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];
+  size_t len = braid_raillist_encode(&in, buf);
+  EXPECT_EQ(len, (size_t)BRAID_RAILLIST_BYTES(4));
+  char err[128];
+  EXPECT_EQ(braid_raillist_len(buf, err, sizeof err), (int)len);
+  braid_raillist out;
+  ASSERT_EQ(braid_raillist_decode(buf, len, &out, err, sizeof err), 0) << err;
+  ASSERT_EQ(out.nrails, 4);
+  for (int r = 0; r < 4; r++)
+    EXPECT_EQ(0, memcmp(&in.addr[r], &out.addr[r], sizeof(sockaddr_in))) << r;
+  EXPECT_EQ(braid_raillist_decode(buf, len - 1, &out, err, sizeof err), -1) << "truncated";
+  buf[6] = 0;
+  EXPECT_EQ(braid_raillist_len(buf, err, sizeof err), -1) << "zero rails";
+  buf[6] = 17;
+  EXPECT_EQ(braid_raillist_len(buf, err, sizeof err), -1) << "too many rails";
+  buf[6] = 4;
+  buf[0] ^= 1;
+  EXPECT_EQ(braid_raillist_len(buf, err, sizeof err), -1) << "bad magic";
+}
+
+}  // namespace
