@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "param.h"
+#include "sock.h"
 
 uint64_t braid_now_ns(void) {
   struct timespec ts;
@@ -46,12 +47,18 @@ struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstrea
   return c;
 }
 
+ncclResult_t braid_comm_ready(struct braid_comm *c) {
+  c->acks = c->nstreams > 1;
+  for (int i = 0; i < c->nstreams; i++) braid_sock_tune(c->streams[i].fd);
+  return c->kind == BRAID_COMM_SEND ? braid_tx_init(c) : braid_rx_init(c);
+}
+
 void braid_comm_free(struct braid_comm *c) {
   if (!c) return;
+  braid_tx_free(c);
+  braid_rx_free(c);
   for (int i = 0; c->streams && i < c->nstreams; i++)
     if (c->streams[i].fd >= 0) close(c->streams[i].fd);
-  if (c->msgs)
-    for (int i = 0; i < BRAID_MSG_WINDOW; i++) free(c->msgs[i].unexpected);
   free(c->streams);
   free(c->reqs);
   free(c->free_reqs);

@@ -21,6 +21,7 @@ enum braid_comm_kind { BRAID_COMM_LISTEN = 0x4C, BRAID_COMM_SEND = 0x53, BRAID_C
 enum braid_req_kind { BRAID_REQ_FREE = 0, BRAID_REQ_SEND, BRAID_REQ_RECV };
 
 struct braid_comm;
+struct braid_chunk;
 
 struct braid_recv_slot {
   char *buf;
@@ -38,9 +39,10 @@ struct braid_req {
   bool done;
   /* send */
   const char *data;
-  size_t size, queued, sent; /* bytes cut into frames, bytes written */
-  int frames_out;            /* frames cut but not yet fully written */
+  size_t size, queued; /* bytes cut into frames so far */
+  int frames_out;      /* frames cut and not yet written (or, with acks, not yet acknowledged) */
   bool all_queued;
+  bool copied;         /* with acks: small send copied, completed at once */
   int tag;
   uint64_t seq;
   /* recv */
@@ -48,42 +50,81 @@ struct braid_req {
   struct braid_recv_slot slot[BRAID_MAX_RECVS];
 };
 
-/* A send-side frame being written: header then payload. */
+/* A send-side frame queued on a stream: header then payload.  With acks it belongs to a chunk,
+ * kept until the receiver acknowledges it. */
 struct braid_txframe {
-  struct braid_req *req;
+  struct braid_req *req;     /* without acks */
+  struct braid_chunk *chunk; /* with acks */
   uint8_t hdr[BRAID_FRAME_HDR_BYTES];
   const char *payload;
   size_t len;
 };
 
-/* A message known to the receiver (matched to a slot, or unexpected and buffered). */
+/* With acks: a piece of a message on a stream, kept until acknowledged or re-sent elsewhere. */
+struct braid_chunk {
+  struct braid_chunk *next;
+  struct braid_req *req;  /* NULL when the send already completed (copied small send) */
+  const char *data;       /* payload: into the request's buffer, or into copy */
+  char *copy;             /* owned copy of a small send (shared by its chunks: freed by owner) */
+  bool owns_copy;
+  uint64_t seq, size, offset;
+  uint32_t len;
+  int32_t tag;
+  int rail;
+  uint64_t sent_ns;
+};
+
+struct braid_chunk_fifo {
+  struct braid_chunk *head, *tail;
+  size_t count;
+};
+
+/* A message known to the receiver: matched to a slot, or buffered (unexpected: ahead of a
+ * receive for its tag; early: its frames arrived before earlier messages were matched). */
 struct braid_rxmsg {
   int64_t seq; /* -1 when the entry is unused */
   size_t size, got;
   int tag;
-  char *dest;              /* slot buffer, or the unexpected buffer */
-  struct braid_req *req;   /* NULL while unexpected */
+  char *dest;              /* slot buffer, or own */
+  struct braid_req *req;   /* NULL while buffered */
   int slot;
-  char *unexpected;        /* owned copy buffer of an unexpected message */
+  char *own;               /* owned buffer of a buffered message */
+  bool early;              /* buffered before next_match reached it */
+  /* with acks: byte ranges held, so a re-sent chunk is accepted once */
+  uint64_t (*ranges)[2];
+  int nranges, cap_ranges;
 };
 
 struct braid_stream {
   int fd;
+  int rail;
+  const char *rail_name; /* the local NIC, for logs */
+  double rail_Bps;       /* its nominal speed */
+  bool dead;               /* with acks: broken for good (error or reset); others carry on */
   /* send side */
   struct braid_txframe tx[BRAID_SEND_BATCH];
   int tx_head, tx_count;
   size_t tx_done; /* bytes of tx[tx_head] (header + payload) already written */
+  char *rescue;   /* copy of a half-written frame's payload after its rail failed */
+  struct braid_chunk_fifo unacked; /* with acks: chunks on this stream, in frame order */
+  uint64_t frames_started, frames_acked, ignore_until;
+  uint8_t ack_stage[BRAID_FRAME_HDR_BYTES];
+  size_t ack_got;
   /* receive side */
   uint8_t stage[BRAID_STAGE_BYTES];
   size_t stage_off, stage_len;
   bool in_frame;
+  bool frame_discard;      /* a duplicate or late frame: read and dropped */
   struct braid_frame frame;
   char *frame_dest;
   size_t frame_left;
   struct braid_rxmsg *frame_msg;
   uint64_t stall_since_ns; /* when bytes in flight stopped moving, 0 when moving */
   bool eof;                /* the peer closed this stream */
+  uint64_t frames_recvd, frames_ack_sent;
 };
+
+struct braid_sched;
 
 struct braid_comm {
   uint8_t kind;
@@ -92,6 +133,7 @@ struct braid_comm {
   char peer[64];    /* peer address for logs */
   int nrails;   /* rails in use; stream s runs on rail s % nrails */
   int nstreams;
+  bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
   struct braid_stream *streams;
   struct braid_req *reqs;
   int nreqs;
@@ -102,6 +144,11 @@ struct braid_comm {
   struct braid_req **pending; /* sends not yet fully queued, FIFO ring */
   int pend_head, pend_count;
   size_t chunk;
+  size_t pending_bytes;               /* with acks: not yet on a rail (incl. requeue) */
+  struct braid_chunk_fifo requeue;    /* with acks: chunks of failed rails, to re-send */
+  struct braid_chunk *chunk_free;     /* recycled chunk records */
+  struct braid_sched *sched;          /* with acks */
+  uint64_t next_tick_ns;
   /* receive side */
   uint64_t next_match;           /* lowest sequence not yet matched or buffered */
   struct braid_rxmsg *msgs;      /* BRAID_MSG_WINDOW entries, by seq */
@@ -109,10 +156,13 @@ struct braid_comm {
   int nposted;
   size_t unexpected_bytes, unexpected_max;
   int nunexpected; /* buffered messages not yet matched to a receive */
+  char *sink;      /* scratch for discarded payload */
 };
 
 /* Allocation and teardown shared by setup and data path. */
 struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstreams);
+/* After the streams' fds, rails and names are set: sockets tuned, data path state built. */
+ncclResult_t braid_comm_ready(struct braid_comm *c);
 void braid_comm_free(struct braid_comm *c);
 /* Marks the comm failed (first cause wins) and logs one WARN naming the peer. */
 ncclResult_t braid_comm_fail(struct braid_comm *c, ncclResult_t err, const char *fmt, ...)
@@ -120,7 +170,21 @@ ncclResult_t braid_comm_fail(struct braid_comm *c, ncclResult_t err, const char 
 
 uint64_t braid_now_ns(void);
 
-/* Data path (xfer.c). */
+/* Request pool (xfer.c). */
+struct braid_req *braid_req_alloc(struct braid_comm *c, enum braid_req_kind kind);
+void braid_req_release(struct braid_req *r);
+
+/* Send side (tx.c) and receive side (rx.c). */
+ncclResult_t braid_tx_progress(struct braid_comm *c);
+void braid_tx_free(struct braid_comm *c);
+ncclResult_t braid_rx_progress(struct braid_comm *c, bool read);
+ncclResult_t braid_rx_post(struct braid_comm *c, struct braid_req *r);
+ncclResult_t braid_rx_init(struct braid_comm *c);
+void braid_rx_free(struct braid_comm *c);
+ncclResult_t braid_tx_init(struct braid_comm *c);
+ncclResult_t braid_tx_send(struct braid_comm *c, struct braid_req *r);
+
+/* Data path entry points (xfer.c). */
 ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag,
                               void **request);
 ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,

@@ -191,7 +191,6 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
       socklen_t len = sizeof err;
       getsockopt(k->fd[s], SOL_SOCKET, SO_ERROR, &err, &len);
       if (err == 0) {
-        braid_sock_tune(k->fd[s]);
         k->state[s] = ST_HELLO;
         return connect_send_hello(k, s);
       }
@@ -228,7 +227,15 @@ static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
   if (!c) return ncclSystemError;
   memcpy(c->peer, k->peer_str, sizeof c->peer);
   c->nrails = k->nrails;
-  for (int s = 0; s < k->nstreams; s++) c->streams[s].fd = k->fd[s], k->fd[s] = -1;
+  for (int s = 0; s < k->nstreams; s++) {
+    const struct braid_iface *ifc = k->device->rail[s % k->nrails];
+    c->streams[s].fd = k->fd[s], k->fd[s] = -1;
+    c->streams[s].rail = s % k->nrails;
+    c->streams[s].rail_name = ifc->name;
+    c->streams[s].rail_Bps = (ifc->speed_mbps > 0 ? ifc->speed_mbps : 10000) * 125000.0;
+  }
+  ncclResult_t rc = braid_comm_ready(c);
+  if (rc) return braid_comm_free(c), rc;
   BRAID_INFO(NCCL_NET, "connected to %s on device %d (%s, %d rails, %d streams)", c->peer, k->dev,
              k->device->name, c->nrails, c->nstreams);
   *send_comm = c;

@@ -187,10 +187,13 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct listen_partial 
   memcpy(rc->peer, c->peer, sizeof rc->peer);
   rc->nrails = c->nrails;
   for (int s = 0; s < c->nstreams; s++) {
-    rc->streams[s].fd = c->fds[s];
-    braid_sock_tune(c->fds[s]);
+    rc->streams[s].fd = c->fds[s], c->fds[s] = -1;
+    rc->streams[s].rail = s % c->nrails;
+    rc->streams[s].rail_name = l->device->rail[s % c->nrails]->name;
   }
   *c = l->partial[--l->npartial];
+  ncclResult_t err = braid_comm_ready(rc);
+  if (err) return braid_comm_free(rc), err;
   BRAID_INFO(NCCL_NET, "accepted connection from %s on device %d (%d rails, %d streams)", rc->peer,
              l->dev, rc->nrails, rc->nstreams);
   *recv_comm = rc;

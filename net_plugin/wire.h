@@ -71,7 +71,9 @@ int braid_raillist_decode(const uint8_t *buf, size_t len, struct braid_raillist 
 #define BRAID_FRAME_MAX_LEN (64u << 20) /* largest chunk any sender may frame */
 #define BRAID_MSG_MAX_BYTES (1ull << 30) /* maxP2pBytes: test() reports sizes as int */
 
-enum braid_frame_type { BRAID_FRAME_DATA = 1 };
+/* DATA: a chunk of a message.  ACK (with several streams, receiver -> sender on the same
+ * stream): seq = frames of this stream received in full so far, len 0. */
+enum braid_frame_type { BRAID_FRAME_DATA = 1, BRAID_FRAME_ACK = 2 };
 
 struct braid_frame {
   uint8_t type;

@@ -457,13 +457,24 @@ TEST(WireFrame, RejectsEmptyChunkOfNonEmptyMessage) {
 
 TEST(WireFrame, RejectsUnknownType) {
   for (int t = 0; t < 256; t++) {
-    if (t == BRAID_FRAME_DATA) continue;
+    if (t == BRAID_FRAME_DATA || t == BRAID_FRAME_ACK) continue;
     braid_frame f = MakeFrame(10, 0, 10);
     f.type = (uint8_t)t;
     std::string err;
     EXPECT_FALSE(FrameDecodes(f, &err)) << t;
     EXPECT_NE(std::string::npos, err.find("type")) << t << ": " << err;
   }
+}
+
+TEST(WireFrame, AckFramesCarryOnlyACount) {
+  braid_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = BRAID_FRAME_ACK;
+  f.seq = 12345;
+  std::string err;
+  EXPECT_TRUE(FrameDecodes(f, &err)) << err;
+  f.len = 10, f.size = 10;
+  EXPECT_FALSE(FrameDecodes(f, &err)) << "an ack with a payload is garbled";
 }
 
 TEST(WireFrame, RejectsBadMagicWithMessage) {

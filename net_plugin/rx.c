@@ -1,0 +1,410 @@
+/* The receive side: frames from every stream placed into posted receives.
+ *
+ * Messages are matched to receives in sequence order; tags pick the buffer inside a grouped
+ * receive.  A message is buffered (copied once) when receives are posted but all wait for other
+ * tags (so an early send never blocks another's), or when, with several streams, its frames
+ * arrive before an earlier message was seen (so no stream ever waits behind another).  With
+ * several streams every complete frame is acknowledged per stream, a chunk that arrives twice (a
+ * re-send after a rail failed) is accepted once, and a copy still arriving when its message has
+ * completed is read into a sink, never into a buffer NCCL may already reuse. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "comm.h"
+#include "log.h"
+
+#define RX_DIRECT_MIN 1024   /* payload remainders at least this big are read straight in */
+#define RX_SINK_BYTES 65536
+
+static struct braid_rxmsg *rx_msg(struct braid_comm *c, uint64_t seq) {
+  return &c->msgs[seq & (BRAID_MSG_WINDOW - 1)];
+}
+
+static void rx_msg_release(struct braid_rxmsg *m) {
+  free(m->own);
+  free(m->ranges);
+  memset(m, 0, sizeof *m);
+  m->seq = -1;
+}
+
+static void rx_posted_remove(struct braid_comm *c, int i) {
+  memmove(&c->posted[i], &c->posted[i + 1], (size_t)(c->nposted - i - 1) * sizeof c->posted[0]);
+  c->nposted--;
+}
+
+static bool rx_all_matched(const struct braid_req *r) {
+  for (int i = 0; i < r->n; i++)
+    if (r->slot[i].msg < 0) return false;
+  return true;
+}
+
+/* ---------- byte ranges held (with acks) ---------- */
+
+static bool rx_range_held(const struct braid_rxmsg *m, uint64_t off, uint64_t len) {
+  for (int i = 0; i < m->nranges; i++)
+    if (m->ranges[i][0] <= off && off + len <= m->ranges[i][1]) return true;
+  return false;
+}
+
+/* Adds [off, off+len), merging neighbours; -1 when out of memory. */
+static int rx_range_add(struct braid_rxmsg *m, uint64_t off, uint64_t len) {
+  uint64_t lo = off, hi = off + len;
+  int w = 0;
+  for (int i = 0; i < m->nranges; i++) {
+    if (m->ranges[i][1] < lo || m->ranges[i][0] > hi) {
+      m->ranges[w][0] = m->ranges[i][0], m->ranges[w][1] = m->ranges[i][1], w++;
+      continue;
+    }
+    if (m->ranges[i][0] < lo) lo = m->ranges[i][0];
+    if (m->ranges[i][1] > hi) hi = m->ranges[i][1];
+  }
+  if (w == m->cap_ranges) {
+    int cap = m->cap_ranges ? 2 * m->cap_ranges : 4;
+    void *p = realloc(m->ranges, (size_t)cap * sizeof m->ranges[0]);
+    if (!p) return -1;
+    m->ranges = p, m->cap_ranges = cap;
+  }
+  m->ranges[w][0] = lo, m->ranges[w][1] = hi;
+  m->nranges = w + 1;
+  return 0;
+}
+
+/* ---------- matching ---------- */
+
+/* A message has all its bytes: into its slot (copying a buffered one), or kept for irecv.  Other
+ * streams still reading a copy of one of its chunks finish into the sink. */
+static void rx_msg_complete(struct braid_comm *c, struct braid_rxmsg *m) {
+  for (int s = 0; s < c->nstreams; s++)
+    if (c->streams[s].in_frame && c->streams[s].frame_msg == m) {
+      c->streams[s].frame_discard = true;
+      c->streams[s].frame_msg = NULL;
+    }
+  struct braid_req *r = m->req;
+  if (!r) return;
+  if (m->own) {
+    if (m->size) memcpy(r->slot[m->slot].buf, m->own, m->size);
+    c->unexpected_bytes -= m->size;
+  }
+  r->slot[m->slot].done = true;
+  if (++r->ndone == r->n) r->done = true;
+  rx_msg_release(m);
+}
+
+static ncclResult_t rx_bind(struct braid_comm *c, struct braid_req *r, int i,
+                            struct braid_rxmsg *m) {
+  struct braid_recv_slot *sl = &r->slot[i];
+  if (m->size > sl->cap)
+    return braid_comm_fail(c, ncclInvalidUsage,
+                           "peer sent %zu bytes (tag %d) to a receive of %zu bytes: "
+                           "send/receive size mismatch", m->size, m->tag, sl->cap);
+  sl->msg = m->seq;
+  sl->size = m->size;
+  m->req = r;
+  m->slot = i;
+  if (!m->own) m->dest = sl->buf;
+  return ncclSuccess;
+}
+
+/* Binds m to the oldest posted receive with an unmatched slot for its tag; false if none. */
+static bool rx_try_bind(struct braid_comm *c, struct braid_rxmsg *m) {
+  for (int g = 0; g < c->nposted; g++) {
+    struct braid_req *r = c->posted[g];
+    for (int i = 0; i < r->n; i++) {
+      if (r->slot[i].msg >= 0 || r->slot[i].tag != m->tag) continue;
+      if (rx_bind(c, r, i, m) != ncclSuccess) return true; /* c failed: stop matching */
+      if (rx_all_matched(r)) rx_posted_remove(c, g);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Gives m (seen, not yet matched) its own buffer. */
+static ncclResult_t rx_buffer(struct braid_comm *c, struct braid_rxmsg *m) {
+  if (c->unexpected_bytes + m->size > c->unexpected_max)
+    return braid_comm_fail(c, ncclRemoteError,
+                           "%zu bytes would be buffered ahead of their receives "
+                           "(BRAID_MAX_UNEXPECTED_BYTES is %zu)",
+                           c->unexpected_bytes + m->size, c->unexpected_max);
+  m->own = malloc(m->size ? m->size : 1);
+  if (!m->own) return braid_comm_fail(c, ncclSystemError, "out of memory buffering %zu bytes", m->size);
+  m->dest = m->own;
+  c->unexpected_bytes += m->size;
+  return ncclSuccess;
+}
+
+/* Matches next_match onward while their first frame has been seen and a receive (or a reason to
+ * buffer) exists. */
+static ncclResult_t rx_advance(struct braid_comm *c) {
+  for (;;) {
+    struct braid_rxmsg *m = rx_msg(c, c->next_match);
+    if (m->seq != (int64_t)c->next_match || c->err) return c->err;
+    if (!rx_try_bind(c, m)) {
+      if (c->nposted == 0) return ncclSuccess; /* wait for irecv */
+      c->nunexpected++;                      /* receives wait for other tags: stays buffered */
+    }
+    if (c->err) return c->err;
+    m->early = false;
+    c->next_match++;
+    if (m->req && m->got == m->size) rx_msg_complete(c, m);
+  }
+}
+
+/* First frame seen of message f->seq.  *out: its entry, or NULL to hold the stream. */
+static ncclResult_t rx_new_msg(struct braid_comm *c, const struct braid_frame *f,
+                               struct braid_rxmsg **out) {
+  *out = NULL;
+  struct braid_rxmsg *m = rx_msg(c, f->seq);
+  if (m->seq >= 0 || f->seq >= c->next_match + BRAID_MSG_WINDOW) return ncclSuccess; /* hold */
+  bool now = f->seq == c->next_match;
+  /* Nobody waits: hold every stream (TCP back-pressure); an earlier message's frames could only
+   * be placed once a receive is posted anyway. */
+  if (c->nposted == 0) return ncclSuccess;
+  if (c->nunexpected >= BRAID_MSG_WINDOW / 2)
+    return braid_comm_fail(c, ncclRemoteError, "more than %d messages arrived ahead of their "
+                           "receives", BRAID_MSG_WINDOW / 2);
+  *m = (struct braid_rxmsg){.seq = (int64_t)f->seq, .size = f->size, .tag = f->tag};
+  if (now && rx_try_bind(c, m)) {
+    if (c->err) return m->seq = -1, c->err;
+    c->next_match++;
+  } else {
+    ncclResult_t rc = rx_buffer(c, m);
+    if (rc) return m->seq = -1, rc;
+    if (now) c->nunexpected++, c->next_match++;
+    else m->early = true;
+  }
+  *out = m;
+  return rx_advance(c);
+}
+
+/* ---------- frames ---------- */
+
+/* Starts frame f on stream s.  Returns 1 when started, 0 to hold it, <0 after failing c. */
+static int rx_begin(struct braid_comm *c, struct braid_stream *s, const struct braid_frame *f) {
+  struct braid_rxmsg *m = rx_msg(c, f->seq);
+  bool known = m->seq == (int64_t)f->seq;
+  if (f->type != BRAID_FRAME_DATA) {
+    braid_comm_fail(c, ncclRemoteError, "garbled stream: frame type %u on a receive connection", f->type);
+    return -1;
+  }
+  if (!known && f->seq < c->next_match) {
+    /* Its message completed long ago: a late copy (with acks) or garbage. */
+    if (!c->acks || f->seq + BRAID_MSG_WINDOW < c->next_match) {
+      braid_comm_fail(c, ncclRemoteError, "garbled stream: frame for message %llu does not fit it",
+                      (unsigned long long)f->seq);
+      return -1;
+    }
+    m = NULL;
+  } else if (!known) {
+    if (!c->acks && f->seq > c->next_match) {
+      braid_comm_fail(c, ncclRemoteError, "garbled stream: message %llu arrived before %llu",
+                      (unsigned long long)f->seq, (unsigned long long)c->next_match);
+      return -1;
+    }
+    if (rx_new_msg(c, f, &m) != ncclSuccess) return -1;
+    if (!m) return 0;
+  }
+  if (m && (f->size != m->size || f->tag != m->tag || f->offset + f->len > m->size)) {
+    braid_comm_fail(c, ncclRemoteError, "garbled stream: frame for message %llu does not fit it",
+                    (unsigned long long)f->seq);
+    return -1;
+  }
+  s->in_frame = true;
+  s->frame = *f;
+  s->frame_left = f->len;
+  s->frame_discard = !m || (c->acks && rx_range_held(m, f->offset, f->len));
+  s->frame_msg = s->frame_discard ? NULL : m;
+  s->frame_dest = s->frame_discard ? NULL : m->dest + f->offset;
+  return 1;
+}
+
+static void rx_end(struct braid_comm *c, struct braid_stream *s) {
+  struct braid_rxmsg *m = s->frame_msg;
+  s->in_frame = false;
+  s->frames_recvd++;
+  if (s->frame_discard || !m) return;
+  if (c->acks) {
+    if (rx_range_held(m, s->frame.offset, s->frame.len)) return;
+    if (rx_range_add(m, s->frame.offset, s->frame.len)) {
+      braid_comm_fail(c, ncclSystemError, "out of memory tracking received chunks");
+      return;
+    }
+  }
+  m->got += s->frame.len;
+  if (m->got == m->size && m->req) rx_msg_complete(c, m);
+}
+
+/* A stream broke.  Without acks the connection fails; with acks the sender re-sends the stream's
+ * chunks elsewhere and this stream is dropped (a frame it was reading is not counted). */
+static ssize_t rx_stream_broken(struct braid_comm *c, struct braid_stream *s, const char *why) {
+  bool mid = s->in_frame || s->stage_len > s->stage_off;
+  if (!c->acks) {
+    braid_comm_fail(c, ncclRemoteError, "%s%s", why, mid ? " in the middle of a message" : "");
+    return -1;
+  }
+  BRAID_WARN("receive stream %d (rail %d) from %s: %s; the sender re-sends its data on the other "
+             "rails", (int)(s - c->streams), s->rail, c->peer, why);
+  s->dead = true;
+  s->in_frame = false;
+  return 0;
+}
+
+/* Reads into dst and then into tail (the next frame's header, so one syscall per large frame);
+ * returns bytes, 0 for "nothing now", -1 after failing c. */
+static ssize_t rx_readv(struct braid_comm *c, struct braid_stream *s, void *dst, size_t len,
+                        void *tail, size_t tail_len) {
+  struct iovec iov[2] = {{dst, len}, {tail, tail_len}};
+  struct msghdr mh = {.msg_iov = iov, .msg_iovlen = tail_len ? 2 : 1};
+  for (;;) {
+    ssize_t n = recvmsg(s->fd, &mh, MSG_DONTWAIT);
+    if (n > 0) {
+      s->stall_since_ns = 0;
+      return n;
+    }
+    if (n == 0) {
+      s->eof = true;
+      if (s->in_frame || s->stage_len > s->stage_off)
+        return rx_stream_broken(c, s, "peer closed the connection");
+      return 0;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      char why[96];
+      snprintf(why, sizeof why, "receive failed: %s", strerror(errno));
+      return rx_stream_broken(c, s, why);
+    }
+    bool mid = s->in_frame || s->stage_len > s->stage_off;
+    if (!mid || c->acks) return s->stall_since_ns = 0, 0; /* with acks the sender decides */
+    uint64_t now = braid_now_ns();
+    if (!s->stall_since_ns) s->stall_since_ns = now;
+    if (now - s->stall_since_ns > c->timeout_ns) {
+      braid_comm_fail(c, ncclRemoteError,
+                      "no bytes for %llu ms in the middle of a message: the peer stopped "
+                      "answering (BRAID_TIMEOUT_MS)",
+                      (unsigned long long)(c->timeout_ns / 1000000));
+      return -1;
+    }
+    return 0;
+  }
+}
+
+/* Payload of the current frame: from the stage, straight into place, or into the sink. */
+static int rx_payload(struct braid_comm *c, struct braid_stream *s, bool read) {
+  size_t avail = s->stage_len - s->stage_off;
+  char *dst = s->frame_discard ? c->sink : s->frame_dest;
+  size_t want = s->frame_discard && s->frame_left > RX_SINK_BYTES ? RX_SINK_BYTES : s->frame_left;
+  if (avail) {
+    size_t k = avail < want ? avail : want;
+    if (!s->frame_discard) memcpy(dst, s->stage + s->stage_off, k), s->frame_dest += k;
+    s->stage_off += k, s->frame_left -= k;
+    return 1;
+  }
+  s->stage_off = s->stage_len = 0;
+  if (!read || want < RX_DIRECT_MIN) return 0; /* small remainder: through the stage */
+  ssize_t n = rx_readv(c, s, dst, want, s->stage, BRAID_FRAME_HDR_BYTES);
+  if (n <= 0) return -1;
+  size_t k = (size_t)n < want ? (size_t)n : want;
+  if (!s->frame_discard) s->frame_dest += k;
+  s->frame_left -= k;
+  s->stage_len = (size_t)n - k;
+  return 1;
+}
+
+/* read: whether to call recv() (irecv only places what is already staged: the syscall would
+ * delay the send NCCL posts next, and the following test() reads anyway). */
+static void rx_stream(struct braid_comm *c, struct braid_stream *s, bool read) {
+  while (!c->err && !s->eof && !s->dead) {
+    if (s->in_frame) {
+      if (s->frame_left == 0) {
+        rx_end(c, s);
+        continue;
+      }
+      int rc = rx_payload(c, s, read);
+      if (rc > 0) continue;
+      if (rc < 0) break;
+    } else if (s->stage_len - s->stage_off >= BRAID_FRAME_HDR_BYTES) {
+      struct braid_frame f;
+      char why[160];
+      if (braid_frame_decode(s->stage + s->stage_off, &f, why, sizeof why) != 0) {
+        braid_comm_fail(c, ncclRemoteError, "garbled frame from peer: %s", why);
+        break;
+      }
+      if (rx_begin(c, s, &f) <= 0) break;
+      s->stage_off += BRAID_FRAME_HDR_BYTES;
+      continue;
+    }
+    /* Need more bytes in the stage: compact, then read. */
+    if (!read) break;
+    size_t avail = s->stage_len - s->stage_off;
+    if (s->stage_off) {
+      memmove(s->stage, s->stage + s->stage_off, avail);
+      s->stage_off = 0, s->stage_len = avail;
+    }
+    ssize_t n = rx_readv(c, s, s->stage + s->stage_len, BRAID_STAGE_BYTES - s->stage_len, NULL, 0);
+    if (n <= 0) break;
+    s->stage_len += (size_t)n;
+  }
+}
+
+/* With acks: tells the sender how many frames each stream has delivered (cumulative). */
+static void rx_send_acks(struct braid_comm *c) {
+  for (int i = 0; i < c->nstreams; i++) {
+    struct braid_stream *s = &c->streams[i];
+    if (s->dead || s->frames_recvd == s->frames_ack_sent) continue;
+    struct braid_frame f = {.type = BRAID_FRAME_ACK, .seq = s->frames_recvd};
+    uint8_t hdr[BRAID_FRAME_HDR_BYTES];
+    braid_frame_encode(&f, hdr);
+    /* 40 bytes into a send buffer the receiver otherwise leaves empty: all or nothing. */
+    if (send(s->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof hdr)
+      s->frames_ack_sent = s->frames_recvd;
+  }
+}
+
+ncclResult_t braid_rx_progress(struct braid_comm *c, bool read) {
+  int closed = 0;
+  for (int i = 0; i < c->nstreams && !c->err; i++) {
+    rx_stream(c, &c->streams[i], read);
+    closed += c->streams[i].eof || c->streams[i].dead;
+  }
+  if (c->acks && !c->err) rx_send_acks(c);
+  if (!c->err && closed == c->nstreams) {
+    /* Every stream closed while receives are outstanding: nothing more can arrive. */
+    for (int i = 0; i < c->nreqs; i++)
+      if (c->reqs[i].kind == BRAID_REQ_RECV && !c->reqs[i].done)
+        return braid_comm_fail(c, ncclRemoteError, "peer closed the connection with receives pending");
+  }
+  return c->err;
+}
+
+/* A new receive: messages already buffered for its tags first (oldest first), then progress. */
+ncclResult_t braid_rx_post(struct braid_comm *c, struct braid_req *r) {
+  uint64_t lo = c->next_match - (c->next_match < BRAID_MSG_WINDOW ? c->next_match : BRAID_MSG_WINDOW);
+  for (uint64_t q = lo; c->nunexpected && q < c->next_match; q++) {
+    struct braid_rxmsg *m = rx_msg(c, q);
+    if (m->seq != (int64_t)q || m->req) continue;
+    for (int i = 0; i < r->n; i++) {
+      if (r->slot[i].msg >= 0 || r->slot[i].tag != m->tag) continue;
+      if (rx_bind(c, r, i, m)) return c->err;
+      c->nunexpected--;
+      if (m->got == m->size) rx_msg_complete(c, m);
+      break;
+    }
+  }
+  if (!rx_all_matched(r)) c->posted[c->nposted++] = r;
+  if (rx_advance(c)) return c->err;
+  return braid_rx_progress(c, false);
+}
+
+ncclResult_t braid_rx_init(struct braid_comm *c) {
+  c->sink = malloc(RX_SINK_BYTES);
+  return c->sink ? ncclSuccess : ncclSystemError;
+}
+
+void braid_rx_free(struct braid_comm *c) {
+  if (c->msgs)
+    for (int i = 0; i < BRAID_MSG_WINDOW; i++) rx_msg_release(&c->msgs[i]);
+  free(c->sink);
+}

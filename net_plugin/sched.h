@@ -1,0 +1,235 @@
+/* Multi-rail scheduler: which rail carries the next chunk of a striped connection.
+ *
+ * Pure: no I/O, no clock, no allocation, no logging.  The caller passes the time (ns, any
+ * monotonic origin) to every call and logs the events the scheduler hands back, so the same code
+ * runs in the plugin, in the unit tests' rail simulator and in braid-sim.  Depends on the C
+ * standard headers only.  Not thread-safe: one scheduler per connection, driven by its owner.
+ *
+ * Estimator (per rail): delivered throughput while busy.
+ *   A rail is busy while it has bytes in flight (sent, not acknowledged).  Busy time and acked
+ *   bytes are summed into a sample window; the window closes at the first ack after est_window_ns
+ *   of busy time and gives sample = bytes / busy time.  Idle time is never counted, so a rail that
+ *   was offered little traffic does not look slow (no spiral).  The first sample after init or
+ *   reconnect replaces the prior (nominal rate); later ones are folded in with a time-weighted
+ *   EWMA, weight = busy / (busy + est_tau_ns): a fast rail's many short windows and a slow rail's
+ *   few long ones both average over about est_tau_ns of busy time.
+ *   Silence correction (pick only): a rail with bytes in flight and no ack for T cannot deliver
+ *   faster than inflight / T, so pick() uses min(est, inflight / T): work moves off a rail that
+ *   went quiet long before the next sample or the stall verdict.
+ *   Delay: EWMA (1/8) of each chunk's sojourn, handed to the rail -> acknowledged (telemetry).
+ *
+ * Choice of rail (pick): earliest expected finish.
+ *   finish(r) = (inflight_r + bytes) / est_r.  Carrying rails are ACTIVE and PROBING ones.  The
+ *   chunk goes to the carrying rail with room (inflight below its cap) that finishes it earliest,
+ *   but only if it finishes no later than the horizon H = max(best finish on any carrying rail,
+ *   full or not; (all in-flight bytes + pending) / sum of estimates).  H is when the work known
+ *   now would drain if perfectly spread: a chunk that finishes before H costs nothing, one that
+ *   finishes after it would become the straggler, so the caller waits (-1) for a better rail.
+ *   Long backlogs use every rail; a message's tail avoids slow ones.  Ties rotate.
+ *   In-flight cap: est * queue_target_ns clamped to [inflight_min, inflight_max] (inflight_min
+ *   until the first sample; at most probe_inflight while PROBING); a chunk always fits an empty
+ *   rail.  The queue of every rail thus stays short in time, so a dead rail is told from a slow
+ *   one quickly.
+ *
+ * States and transitions (every transition is queued as an event; tick() hands them out):
+ *   ACTIVE    full traffic.
+ *             -> DEGRADED (SLOW) when est < demote_ratio * ref for demote_after_ns, where ref is
+ *                the best estimate among the other measured ACTIVE rails.
+ *   DEGRADED  probe traffic only: one chunk, when the rail is empty, every probe gap (starts at
+ *             probe_interval_ns, doubles after each slow probe up to probe_interval_max_ns).
+ *             -> PROBING (PROBE_OK) when a probe's sample >= promote_ratio * ref.
+ *             -> ACTIVE (LAST_LEFT) when no ACTIVE or PROBING rail remains.
+ *   PROBING   capped traffic (probe_inflight) under evaluation; entered from DEGRADED or on
+ *             reconnect with an optimistic estimate so it gets traffic at once.
+ *             -> ACTIVE (RECOVERED) after probe_eval_ns of busy time if est >= promote_ratio*ref,
+ *             -> DEGRADED (SLOW) otherwise.
+ *   DOWN      no traffic.  Entered from any state by braid_sched_failed() (FAILED); left by
+ *             braid_sched_restored() -> PROBING (RESTORED).
+ *   promote_ratio > demote_ratio gives hysteresis.  ref of 0 (no other ACTIVE rail) never
+ *   demotes and always promotes, so some rail always carries while any is up.
+ *
+ * Advice (events without a state change, each queued once per silence; an ack re-arms):
+ *   LATE      the rail's in-flight bytes, at what it can at most be delivering now, would finish
+ *             later than late_mult * (what the other carrying rails need for theirs plus these)
+ *             + late_margin_ns.  Fires tens of ms into a black hole or a sudden crawl, long
+ *             before any verdict.  The transport hedges: it queues a second copy of each of the
+ *             rail's unacked chunks (those with no other copy in flight) for the other rails and
+ *             leaves the originals where they are; the first copy to arrive wins.
+ *   STALLED   bytes in flight and no ack for longer than stall_mult * inflight / est +
+ *             stall_margin_ns: scaled by the rail's own drain time, so a slow rail is not taken
+ *             for a dead one.  The transport normally calls braid_sched_failed() and resends.
+ *   Log FAILED, SLOW, RECOVERED (and LAST_LEFT) as warnings; LATE, STALLED (followed by FAILED),
+ *   PROBE_OK and RESTORED are routine.
+ *
+ * Contract with the transport:
+ *   - call braid_sched_sent() when a chunk is handed to the rail, and match it by exactly one of
+ *     braid_sched_acked() (the receiver holds it), braid_sched_withdrawn() (taken back unsent)
+ *     or braid_sched_failed() (forgets all of that rail's bytes) on the same rail;
+ *   - keep a generation per rail: acks of copies sent before the rail's last failure are not
+ *     reported (they still complete the chunk);
+ *   - after braid_sched_failed() re-queue that rail's unacked chunks (those with no other copy in
+ *     flight), ahead of new work; reconnect no earlier than braid_sched_retry_at();
+ *   - pass as `pending` every byte queued and not yet on a rail (re-sends and hedges included);
+ *   - the receiver accepts each chunk's data once (a per-message record of chunks held, not a
+ *     byte count) and discards copies of chunks it holds and of finished messages;
+ *   - a chunk is done at its first ack, a message when all its chunks are; a copy left on a slow
+ *     rail never delays completion (the receiver discards it);
+ *   - call braid_sched_tick() periodically (about every millisecond of activity) and handle the
+ *     events it returns. */
+#ifndef BRAID_SCHED_H
+#define BRAID_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BRAID_SCHED_MAX_RAILS 16
+#define BRAID_SCHED_MAX_EVENTS 64 /* queued between two tick() calls */
+
+/* pick() results that are not rails */
+#define BRAID_SCHED_WAIT (-1)     /* no rail should take it now: call again after an ack or tick */
+#define BRAID_SCHED_ALL_DOWN (-2) /* every rail is DOWN */
+
+enum braid_rail_state { BRAID_RAIL_ACTIVE, BRAID_RAIL_DEGRADED, BRAID_RAIL_PROBING, BRAID_RAIL_DOWN };
+
+enum braid_sched_reason {
+  BRAID_SCHED_FAILED,    /* any -> DOWN: the caller reported an error */
+  BRAID_SCHED_LATE,      /* no state change: its in-flight chunks are better re-sent elsewhere */
+  BRAID_SCHED_STALLED,   /* no state change: in flight, no ack past the threshold */
+  BRAID_SCHED_SLOW,      /* ACTIVE or PROBING -> DEGRADED */
+  BRAID_SCHED_PROBE_OK,  /* DEGRADED -> PROBING: a probe delivered at a healthy rate */
+  BRAID_SCHED_RECOVERED, /* PROBING -> ACTIVE */
+  BRAID_SCHED_RESTORED,  /* DOWN -> PROBING: reconnected */
+  BRAID_SCHED_LAST_LEFT, /* DEGRADED -> ACTIVE: no faster rail is left */
+};
+
+struct braid_sched_event {
+  int rail;
+  enum braid_rail_state from, to; /* equal for STALLED */
+  enum braid_sched_reason reason;
+  uint64_t at_ns;
+  double est_Bps; /* the rail's estimate at the event */
+  double ref_Bps; /* best other ACTIVE rail's estimate (0: none) */
+};
+
+struct braid_sched_params {
+  uint64_t queue_target_ns;       /* in-flight cap in time: est * this */
+  size_t inflight_min;            /* cap bounds in bytes (a chunk always fits an empty rail) */
+  size_t inflight_max;
+  size_t probe_inflight;          /* cap while PROBING */
+  uint64_t est_window_ns;         /* busy time per throughput sample (closes at next ack) */
+  uint64_t est_tau_ns;            /* EWMA time constant, in busy time */
+  double prior_Bps;               /* initial estimate of a rail without a nominal rate */
+  double demote_ratio;            /* ACTIVE -> DEGRADED below this fraction of ref ... */
+  uint64_t demote_after_ns;       /* ... sustained this long */
+  double promote_ratio;           /* DEGRADED/PROBING -> ACTIVE at or above this fraction */
+  uint64_t probe_interval_ns;     /* first gap between probes of a DEGRADED rail */
+  uint64_t probe_interval_max_ns; /* gap doubles after each slow probe up to this */
+  uint64_t probe_eval_ns;         /* busy time a PROBING rail is measured before its verdict */
+  double late_mult;               /* LATE when own drain > late_mult * others' drain ... */
+  uint64_t late_margin_ns;        /* ... + this */
+  double stall_mult;              /* stall threshold = stall_mult * inflight / est ... */
+  uint64_t stall_margin_ns;       /* ... + this */
+  uint64_t retry_base_ns;         /* reconnect advice: base << (recent errors - 1) ... */
+  uint64_t retry_max_ns;          /* ... capped here */
+  uint64_t error_forget_ns;       /* recent errors cleared after this long ACTIVE without one */
+};
+
+/* Per-rail state.  Read freely (telemetry); written only by the scheduler. */
+struct braid_sched_rail {
+  enum braid_rail_state state;
+  bool measured;          /* est_Bps comes from samples, not from the prior */
+  bool slow;              /* below demote_ratio * ref since slow_since_ns */
+  bool late_reported;     /* LATE already queued for this silence */
+  bool stall_reported;    /* STALLED already queued for this silence */
+  double nominal_Bps;     /* prior, and optimistic restart value */
+  double est_Bps;         /* delivered throughput while busy */
+  uint64_t delay_ns;      /* EWMA sojourn of a chunk, sent -> acked (0: no sample) */
+  size_t inflight;        /* bytes sent and not yet acked */
+  uint32_t inflight_chunks;
+  uint64_t busy_mark_ns;  /* busy time is accounted up to here (while inflight > 0) */
+  uint64_t win_busy_ns;   /* open sample window: busy time and acked bytes */
+  uint64_t win_bytes;
+  uint64_t last_progress_ns; /* last ack, or when the rail last became busy */
+  uint64_t state_since_ns;
+  uint64_t slow_since_ns;
+  uint64_t probe_busy_ns;    /* busy time measured in PROBING */
+  uint64_t probe_gap_ns;     /* DEGRADED: current gap between probes */
+  uint64_t next_probe_ns;    /* DEGRADED: earliest next probe */
+  uint32_t errors;           /* failures since init */
+  uint32_t recent_errors;    /* failures not yet forgotten (reconnect backoff) */
+  uint64_t last_error_ns;
+  uint64_t bytes_sent, bytes_acked, chunks_sent, probes;
+};
+
+struct braid_sched {
+  int nrails;
+  unsigned rr; /* rotation for ties */
+  struct braid_sched_params p;
+  struct braid_sched_rail rail[BRAID_SCHED_MAX_RAILS];
+  struct braid_sched_event ev[BRAID_SCHED_MAX_EVENTS]; /* ring */
+  unsigned ev_head, ev_count;
+  uint64_t ev_lost; /* events overwritten before tick() collected them */
+};
+
+void braid_sched_params_default(struct braid_sched_params *p);
+
+/* nrails in 1..BRAID_SCHED_MAX_RAILS; p NULL: defaults; nominal_Bps NULL or an entry <= 0: the
+ * prior (e.g. from NIC speeds, only their ratios and scale matter until the first samples).
+ * Every rail starts ACTIVE.  Returns 0, or -1 for a bad argument. */
+int braid_sched_init(struct braid_sched *s, int nrails, const struct braid_sched_params *p,
+                     const double *nominal_Bps, uint64_t now_ns);
+
+/* Rail for the next chunk of `bytes`, where `pending` is every byte the caller still has queued
+ * for this connection and not yet on a rail, this chunk included (pending = bytes: earliest
+ * finish of this chunk alone).  Returns a rail (then call braid_sched_sent() when it is handed to
+ * the rail), BRAID_SCHED_WAIT or BRAID_SCHED_ALL_DOWN.  A DEGRADED rail is returned when its
+ * probe is due: send it a chunk like any other.  Changes nothing: braid_sched_sent() commits,
+ * and the same state, arguments and time always give the same answer. */
+int braid_sched_pick(const struct braid_sched *s, size_t bytes, size_t pending, uint64_t now_ns);
+
+/* A chunk of `bytes` was handed to `rail`. */
+void braid_sched_sent(struct braid_sched *s, int rail, size_t bytes, uint64_t now_ns);
+
+/* The receiver holds `bytes` sent on `rail` at sent_ns (0: unknown).  Ignored on a DOWN rail. */
+void braid_sched_acked(struct braid_sched *s, int rail, size_t bytes, uint64_t sent_ns,
+                       uint64_t now_ns);
+
+/* `bytes` handed to `rail` were taken back before they left (e.g. a hedged copy still queued
+ * when the other copy was acked): no longer in flight, not delivered either. */
+void braid_sched_withdrawn(struct braid_sched *s, int rail, size_t bytes, uint64_t now_ns);
+
+/* The rail broke (error, reset, stall verdict): DOWN, its in-flight bytes forgotten.  The caller
+ * re-queues that rail's unacknowledged chunks.  No-op on a DOWN rail. */
+void braid_sched_failed(struct braid_sched *s, int rail, uint64_t now_ns);
+
+/* A DOWN rail reconnected: PROBING with an optimistic estimate.  No-op otherwise. */
+void braid_sched_restored(struct braid_sched *s, int rail, uint64_t now_ns);
+
+/* Periodic work (demotion, LATE and STALLED detection), then hands out up to max_ev queued events, oldest
+ * first; returns how many.  Events left over stay queued for the next call. */
+int braid_sched_tick(struct braid_sched *s, uint64_t now_ns, struct braid_sched_event *ev,
+                     int max_ev);
+
+/* Whether the rail's in-flight bytes, at what it can at most be delivering now, would finish
+ * later than late_mult times what the other carrying rails need for theirs plus these, plus
+ * late_margin_ns (the LATE condition). */
+bool braid_sched_late(const struct braid_sched *s, int rail, uint64_t now_ns);
+
+/* Stall threshold of a rail now (ns) and whether it is exceeded. */
+uint64_t braid_sched_stall_ns(const struct braid_sched *s, int rail);
+bool braid_sched_stalled(const struct braid_sched *s, int rail, uint64_t now_ns);
+
+/* In-flight cap of a rail now (bytes): also a sensible socket buffer / TCP_NOTSENT_LOWAT. */
+size_t braid_sched_cap(const struct braid_sched *s, int rail);
+
+/* Earliest time to try reconnecting a DOWN rail (backs off with recent failures). */
+uint64_t braid_sched_retry_at(const struct braid_sched *s, int rail);
+
+/* Number of rails in a state. */
+int braid_sched_count(const struct braid_sched *s, enum braid_rail_state state);
+
+const char *braid_sched_state_name(enum braid_rail_state state);
+const char *braid_sched_reason_name(enum braid_sched_reason reason);
+
+#endif

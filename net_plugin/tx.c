@@ -1,0 +1,406 @@
+/* The send side: messages cut into frames and written to the connection's streams.
+ *
+ * One stream (the usual single-rail connection): frames are written in order and a send
+ * completes when its bytes are in the socket, as NCCL's own socket transport does; nothing else
+ * could carry them if the stream broke.
+ *
+ * Several streams (rails): a send completes only when the receiver holds all of its data.
+ * Messages are cut into chunks; the rail scheduler (sched.h) picks the rail expected to finish
+ * each chunk earliest; every chunk stays on its stream's FIFO until the receiver acknowledges it
+ * (per-stream cumulative frame counts).  When a rail fails (a socket error, or the scheduler's
+ * stall verdict: bytes in flight and no acknowledgement) its unacknowledged chunks are re-sent on
+ * the others; when acknowledgements flow again on it, the rail is re-admitted as a probe.  Small
+ * sends are copied, complete at once and are re-sent from the copy. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include "comm.h"
+#include "log.h"
+#include "sched.h"
+
+#define TX_COPY_MAX (64u << 10)  /* with acks, sends up to this size are copied */
+#define TX_PROBE_LEN (16u << 10) /* a slow rail is offered pieces this small */
+#define TX_TICK_NS 1000000ull
+
+/* ---------- frame batches (both modes) ---------- */
+
+static size_t tx_batch_bytes(const struct braid_stream *s) {
+  size_t b = 0;
+  for (int i = 0; i < s->tx_count; i++) b += s->tx[(s->tx_head + i) % BRAID_SEND_BATCH].len;
+  return b;
+}
+
+static struct braid_txframe *tx_append(struct braid_stream *s) {
+  struct braid_txframe *f = &s->tx[(s->tx_head + s->tx_count++) % BRAID_SEND_BATCH];
+  memset(f, 0, sizeof *f);
+  return f;
+}
+
+static void tx_encode(struct braid_txframe *f, uint64_t seq, uint64_t off, size_t len,
+                      uint64_t size, int tag, const char *payload) {
+  struct braid_frame h = {.type = BRAID_FRAME_DATA, .len = (uint32_t)len, .seq = seq,
+                          .offset = off, .size = size, .tag = tag};
+  braid_frame_encode(&h, f->hdr);
+  f->payload = payload;
+  f->len = len;
+}
+
+/* A frame is fully in the socket. */
+static void tx_written(struct braid_comm *c, struct braid_txframe *f) {
+  if (c->acks) return; /* completion comes with the acknowledgement */
+  struct braid_req *r = f->req;
+  if (--r->frames_out == 0 && r->all_queued) r->done = true;
+}
+
+/* Writes as much of s's batch as the socket takes.  0, or an errno after a hard error. */
+static int tx_write(struct braid_comm *c, struct braid_stream *s) {
+  while (s->tx_count > 0) {
+    struct iovec iov[2 * BRAID_SEND_BATCH];
+    int niov = 0;
+    size_t total = 0, skip = s->tx_done;
+    for (int i = 0; i < s->tx_count; i++) {
+      struct braid_txframe *f = &s->tx[(s->tx_head + i) % BRAID_SEND_BATCH];
+      const char *parts[2] = {(const char *)f->hdr, f->payload};
+      size_t lens[2] = {BRAID_FRAME_HDR_BYTES, f->len};
+      for (int k = 0; k < 2; k++) {
+        size_t off = skip < lens[k] ? skip : lens[k];
+        skip -= off;
+        if (lens[k] == off) continue;
+        iov[niov].iov_base = (void *)(parts[k] + off);
+        iov[niov].iov_len = lens[k] - off;
+        total += iov[niov++].iov_len;
+      }
+    }
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+    ssize_t n = sendmsg(s->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : errno;
+    }
+    size_t left = (size_t)n;
+    while (left > 0) {
+      struct braid_txframe *f = &s->tx[s->tx_head];
+      if (s->tx_done == 0) s->frames_started++; /* its first byte goes out now */
+      size_t rest = BRAID_FRAME_HDR_BYTES + f->len - s->tx_done;
+      if (left < rest) {
+        s->tx_done += left;
+        break;
+      }
+      left -= rest;
+      s->tx_done = 0;
+      tx_written(c, f);
+      s->tx_head = (s->tx_head + 1) % BRAID_SEND_BATCH;
+      s->tx_count--;
+    }
+    if ((size_t)n < total) return 0; /* socket full */
+  }
+  return 0;
+}
+
+/* ---------- one stream: frames cut in order, complete when written ---------- */
+
+static bool tx_pull(struct braid_comm *c, struct braid_stream *s) {
+  if (!c->pend_count) return false;
+  struct braid_req *r = c->pending[c->pend_head];
+  size_t len = r->size - r->queued;
+  if (len > c->chunk) len = c->chunk;
+  struct braid_txframe *f = tx_append(s);
+  f->req = r;
+  tx_encode(f, r->seq, r->queued, len, r->size, r->tag, r->data + r->queued);
+  r->queued += len;
+  r->frames_out++;
+  if (r->queued == r->size) {
+    r->all_queued = true;
+    c->pend_head = (c->pend_head + 1) % BRAID_SEND_REQS;
+    c->pend_count--;
+  }
+  return true;
+}
+
+static ncclResult_t tx_progress_single(struct braid_comm *c) {
+  struct braid_stream *s = &c->streams[0];
+  for (;;) {
+    size_t queued = tx_batch_bytes(s);
+    while (s->tx_count < BRAID_SEND_BATCH && queued < c->chunk && tx_pull(c, s))
+      queued = tx_batch_bytes(s);
+    if (s->tx_count == 0) return ncclSuccess;
+    int before = s->tx_count;
+    size_t done_before = s->tx_done;
+    int err = tx_write(c, s);
+    if (err) return braid_comm_fail(c, ncclRemoteError, "send failed: %s", strerror(err));
+    if (s->tx_count == before && s->tx_done == done_before) return ncclSuccess; /* full */
+    if (s->tx_count > 0) return ncclSuccess; /* partly written: socket full */
+  }
+}
+
+/* ---------- several streams: chunks, scheduling, acknowledgements ---------- */
+
+static struct braid_chunk *ck_new(struct braid_comm *c) {
+  struct braid_chunk *ck = c->chunk_free;
+  if (ck) c->chunk_free = ck->next;
+  else if (!(ck = malloc(sizeof *ck))) return NULL;
+  memset(ck, 0, sizeof *ck);
+  return ck;
+}
+
+static void ck_free(struct braid_comm *c, struct braid_chunk *ck) {
+  if (ck->owns_copy) free(ck->copy);
+  ck->next = c->chunk_free;
+  c->chunk_free = ck;
+}
+
+static void fifo_push(struct braid_chunk_fifo *q, struct braid_chunk *ck) {
+  ck->next = NULL;
+  if (q->tail) q->tail->next = ck;
+  else q->head = ck;
+  q->tail = ck;
+  q->count++;
+}
+
+static struct braid_chunk *fifo_pop(struct braid_chunk_fifo *q) {
+  struct braid_chunk *ck = q->head;
+  if (!ck) return NULL;
+  q->head = ck->next;
+  if (!q->head) q->tail = NULL;
+  q->count--;
+  return ck;
+}
+
+/* Puts all of src in front of dst (re-sends go before newer data). */
+static void fifo_prepend(struct braid_chunk_fifo *dst, struct braid_chunk_fifo *src) {
+  if (!src->head) return;
+  src->tail->next = dst->head;
+  if (!dst->tail) dst->tail = src->tail;
+  dst->head = src->head;
+  dst->count += src->count;
+  *src = (struct braid_chunk_fifo){0};
+}
+
+/* Cuts a send into chunks on the ready queue; a small one is copied and completes at once. */
+ncclResult_t braid_tx_send(struct braid_comm *c, struct braid_req *r) {
+  if (!c->acks) {
+    c->pending[(c->pend_head + c->pend_count++) % BRAID_SEND_REQS] = r;
+    return braid_tx_progress(c);
+  }
+  char *copy = NULL;
+  if (r->size <= TX_COPY_MAX) {
+    if (!(copy = malloc(r->size ? r->size : 1))) return ncclSystemError;
+    if (r->size) memcpy(copy, r->data, r->size);
+    r->copied = true;
+    r->done = true;
+  }
+  size_t off = 0;
+  do {
+    struct braid_chunk *ck = ck_new(c);
+    if (!ck) return braid_comm_fail(c, ncclSystemError, "out of memory for chunk records");
+    size_t len = r->size - off;
+    if (!copy && len > c->chunk) len = c->chunk;
+    *ck = (struct braid_chunk){.req = copy ? NULL : r, .data = (copy ? copy : r->data) + off,
+                               .copy = copy, .owns_copy = copy != NULL, .seq = r->seq,
+                               .size = r->size, .offset = off, .len = (uint32_t)len,
+                               .tag = r->tag, .rail = -1};
+    if (!copy) r->frames_out++;
+    fifo_push(&c->requeue, ck);
+    c->pending_bytes += len;
+    off += len;
+  } while (off < r->size);
+  r->queued = r->size;
+  r->all_queued = true;
+  return braid_tx_progress(c);
+}
+
+static void ck_acked(struct braid_comm *c, struct braid_chunk *ck) {
+  struct braid_req *r = ck->req;
+  if (r && --r->frames_out == 0) r->done = true;
+  ck_free(c, ck);
+}
+
+/* The least loaded live stream of a rail. */
+static struct braid_stream *tx_stream_of(struct braid_comm *c, int rail) {
+  struct braid_stream *best = NULL;
+  for (int i = rail; i < c->nstreams; i += c->nrails) {
+    struct braid_stream *s = &c->streams[i];
+    if (s->dead || s->tx_count == BRAID_SEND_BATCH) continue;
+    if (!best || s->tx_count < best->tx_count) best = s;
+  }
+  return best;
+}
+
+static void tx_log_event(struct braid_comm *c, const struct braid_sched_event *e) {
+  BRAID_WARN("rail %d (%s) to %s: %s -> %s (%s; %.0f Mbit/s measured, best other %.0f Mbit/s)",
+             e->rail, c->streams[e->rail].rail_name, c->peer, braid_sched_state_name(e->from),
+             braid_sched_state_name(e->to), braid_sched_reason_name(e->reason),
+             e->est_Bps * 8e-6, e->ref_Bps * 8e-6);
+}
+
+/* A rail broke: its unacknowledged chunks go back to the front of the ready queue.  A half-written
+ * frame is finished later from a copy if the rail comes back (the receiver then drops it as a
+ * duplicate), so the stream's framing survives. */
+static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
+  braid_sched_failed(c->sched, rail, now);
+  for (int i = rail; i < c->nstreams; i += c->nrails) {
+    struct braid_stream *s = &c->streams[i];
+    int keep = 0;
+    if (s->tx_count && s->tx_done) {
+      struct braid_txframe *f = &s->tx[s->tx_head];
+      size_t sent_payload = s->tx_done > BRAID_FRAME_HDR_BYTES ? s->tx_done - BRAID_FRAME_HDR_BYTES : 0;
+      free(s->rescue);
+      s->rescue = malloc(f->len ? f->len : 1);
+      if (s->rescue && f->len) memcpy(s->rescue + sent_payload, f->payload + sent_payload, f->len - sent_payload);
+      if (!s->rescue) s->dead = true; /* cannot finish the frame: never write here again */
+      f->payload = s->rescue;
+      f->chunk = NULL;
+      keep = 1;
+    }
+    s->tx_count = keep;
+    for (struct braid_chunk *ck = s->unacked.head; ck; ck = ck->next) c->pending_bytes += ck->len;
+    fifo_prepend(&c->requeue, &s->unacked);
+    s->ignore_until = s->frames_started;
+  }
+}
+
+/* Reads acknowledgements on s; returns 0 or an error. */
+static ncclResult_t tx_read_acks(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
+  for (;;) {
+    ssize_t n = recv(s->fd, s->ack_stage + s->ack_got, sizeof s->ack_stage - s->ack_got, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      if (!s->dead)
+        BRAID_WARN("send stream %d (rail %d, %s) to %s: %s", (int)(s - c->streams), s->rail,
+                   s->rail_name, c->peer, n == 0 ? "peer closed it" : strerror(errno));
+      s->dead = true;
+      tx_fail_rail(c, s->rail, now);
+      return ncclSuccess;
+    }
+    if (n < 0) return ncclSuccess;
+    s->ack_got += (size_t)n;
+    if (s->ack_got < sizeof s->ack_stage) continue;
+    s->ack_got = 0;
+    struct braid_frame f;
+    char why[128];
+    if (braid_frame_decode(s->ack_stage, &f, why, sizeof why) != 0 || f.type != BRAID_FRAME_ACK ||
+        f.seq > s->frames_started || f.seq < s->frames_acked)
+      return braid_comm_fail(c, ncclRemoteError, "garbled acknowledgement on rail %d", s->rail);
+    uint64_t from = s->frames_acked > s->ignore_until ? s->frames_acked : s->ignore_until;
+    bool revived = f.seq > s->frames_acked && !s->dead &&
+                   c->sched->rail[s->rail].state == BRAID_RAIL_DOWN;
+    for (uint64_t k = from; k < f.seq; k++) {
+      struct braid_chunk *ck = fifo_pop(&s->unacked);
+      if (!ck) return braid_comm_fail(c, ncclInternalError, "acknowledgement without a chunk");
+      braid_sched_acked(c->sched, s->rail, ck->len, ck->sent_ns, now);
+      ck_acked(c, ck);
+    }
+    s->frames_acked = f.seq;
+    if (revived) braid_sched_restored(c->sched, s->rail, now);
+  }
+}
+
+/* Hands ready chunks to the rails the scheduler picks. */
+static ncclResult_t tx_schedule(struct braid_comm *c, uint64_t now) {
+  while (c->requeue.head) {
+    struct braid_chunk *ck = c->requeue.head;
+    int rail = braid_sched_pick(c->sched, ck->len, c->pending_bytes, now);
+    if (rail == BRAID_SCHED_WAIT && ck->len > TX_PROBE_LEN && !ck->copy) {
+      rail = braid_sched_pick(c->sched, TX_PROBE_LEN, c->pending_bytes, now);
+      if (rail >= 0) { /* split: a small piece for this rail, the rest stays first in line */
+        struct braid_chunk *rest = ck_new(c);
+        if (!rest) return braid_comm_fail(c, ncclSystemError, "out of memory for chunk records");
+        *rest = *ck;
+        rest->offset += TX_PROBE_LEN, rest->data += TX_PROBE_LEN, rest->len -= TX_PROBE_LEN;
+        ck->len = TX_PROBE_LEN;
+        ck->next = rest;
+        if (c->requeue.tail == ck) c->requeue.tail = rest;
+        c->requeue.count++;
+        if (ck->req) ck->req->frames_out++;
+      }
+    }
+    if (rail == BRAID_SCHED_ALL_DOWN)
+      return braid_comm_fail(c, ncclRemoteError, "every rail to the peer is down");
+    if (rail < 0) return ncclSuccess;
+    struct braid_stream *s = tx_stream_of(c, rail);
+    if (!s) return ncclSuccess;
+    fifo_pop(&c->requeue);
+    c->pending_bytes -= ck->len;
+    ck->rail = rail;
+    ck->sent_ns = now;
+    struct braid_txframe *f = tx_append(s);
+    f->chunk = ck;
+    tx_encode(f, ck->seq, ck->offset, ck->len, ck->size, ck->tag, ck->data);
+    fifo_push(&s->unacked, ck);
+    braid_sched_sent(c->sched, rail, ck->len, now);
+    int err = tx_write(c, s);
+    if (err) {
+      BRAID_WARN("send stream %d (rail %d, %s) to %s: %s", (int)(s - c->streams), rail,
+                 s->rail_name, c->peer, strerror(err));
+      s->dead = true;
+      tx_fail_rail(c, rail, now);
+    }
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t tx_progress_rails(struct braid_comm *c) {
+  uint64_t now = braid_now_ns();
+  for (int i = 0; i < c->nstreams && !c->err; i++) {
+    struct braid_stream *s = &c->streams[i];
+    if (s->dead) continue;
+    tx_read_acks(c, s, now);
+    int err = s->tx_count ? tx_write(c, s) : 0;
+    if (err) {
+      BRAID_WARN("send stream %d (rail %d, %s) to %s: %s", i, s->rail, s->rail_name, c->peer,
+                 strerror(err));
+      s->dead = true;
+      tx_fail_rail(c, s->rail, now);
+    }
+  }
+  if (c->err) return c->err;
+  if (now >= c->next_tick_ns) {
+    c->next_tick_ns = now + TX_TICK_NS;
+    struct braid_sched_event ev[8];
+    int n = braid_sched_tick(c->sched, now, ev, 8);
+    for (int i = 0; i < n; i++) {
+      tx_log_event(c, &ev[i]);
+      if (ev[i].reason == BRAID_SCHED_STALLED) tx_fail_rail(c, ev[i].rail, now);
+    }
+  }
+  int alive = 0;
+  for (int i = 0; i < c->nstreams; i++) alive += !c->streams[i].dead;
+  if (!alive) return braid_comm_fail(c, ncclRemoteError, "every stream to the peer has failed");
+  return tx_schedule(c, now);
+}
+
+ncclResult_t braid_tx_progress(struct braid_comm *c) {
+  if (c->err) return c->err;
+  return c->acks ? tx_progress_rails(c) : tx_progress_single(c);
+}
+
+ncclResult_t braid_tx_init(struct braid_comm *c) {
+  if (!c->acks) return ncclSuccess;
+  c->sched = calloc(1, sizeof *c->sched);
+  if (!c->sched) return ncclSystemError;
+  double nominal[BRAID_SCHED_MAX_RAILS];
+  for (int r = 0; r < c->nrails; r++) nominal[r] = c->streams[r].rail_Bps;
+  if (braid_sched_init(c->sched, c->nrails, NULL, nominal, braid_now_ns()) != 0)
+    return ncclInternalError;
+  /* A short unsent queue per stream keeps a slow rail's backlog short in time. */
+  int lowat = 64 << 10;
+  for (int i = 0; i < c->nstreams; i++)
+    setsockopt(c->streams[i].fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+  return ncclSuccess;
+}
+
+void braid_tx_free(struct braid_comm *c) {
+  for (int i = 0; c->streams && i < c->nstreams; i++) {
+    struct braid_stream *s = &c->streams[i];
+    struct braid_chunk *ck;
+    while ((ck = fifo_pop(&s->unacked))) ck_free(c, ck);
+    free(s->rescue);
+  }
+  struct braid_chunk *ck;
+  while ((ck = fifo_pop(&c->requeue))) ck_free(c, ck);
+  while ((ck = c->chunk_free)) c->chunk_free = ck->next, free(ck);
+  free(c->sched);
+}
