@@ -17,9 +17,9 @@ void braid_sched_params_default(struct braid_sched_params *p) {
   p->est_window_ns = 1000000;
   p->est_tau_ns = 20000000;
   p->prior_Bps = 1e9;
-  p->demote_ratio = 0.25;
+  p->demote_ratio = 0.15;
   p->demote_after_ns = 100000000;
-  p->promote_ratio = 0.5;
+  p->promote_ratio = 0.3;
   p->probe_interval_ns = 50000000;
   p->probe_interval_max_ns = 1000000000;
   p->probe_eval_ns = 20000000;
@@ -164,37 +164,44 @@ static bool has_room(const struct braid_sched *s, int i, size_t bytes) {
   return r->inflight == 0 || r->inflight + bytes <= braid_sched_cap(s, i);
 }
 
+static bool avoided(uint32_t avoid, int i) { return (avoid >> i) & 1u; }
+
 /* A DEGRADED rail that is empty and due for its probe, or -1. */
-static int due_probe(const struct braid_sched *s, uint64_t now) {
+static int due_probe(const struct braid_sched *s, uint32_t avoid, uint64_t now) {
   for (int i = 0; i < s->nrails; i++) {
     const rail_t *r = &s->rail[i];
-    if (r->state == BRAID_RAIL_DEGRADED && r->inflight == 0 && now >= r->next_probe_ns) return i;
+    if (r->state == BRAID_RAIL_DEGRADED && r->inflight == 0 && now >= r->next_probe_ns &&
+        !avoided(avoid, i))
+      return i;
   }
   return -1;
 }
 
 /* The carrying rail with room that finishes `bytes` earliest; ties go in rotation order. */
-static int best_with_room(const struct braid_sched *s, size_t bytes, uint64_t now) {
+static int best_with_room(const struct braid_sched *s, size_t bytes, uint32_t avoid,
+                          uint64_t now) {
   int best = -1;
   double best_f = 0;
   for (int k = 0; k < s->nrails; k++) {
     int i = (int)((s->rr + (unsigned)k) % (unsigned)s->nrails);
-    if (!carrying(&s->rail[i]) || !has_room(s, i, bytes)) continue;
+    if (!carrying(&s->rail[i]) || avoided(avoid, i) || !has_room(s, i, bytes)) continue;
     double f = finish_s(&s->rail[i], bytes, now);
     if (best < 0 || f < best_f) best = i, best_f = f;
   }
   return best;
 }
 
-/* Latest acceptable finish: the best rail's finish ignoring caps, or when all known work
- * (in flight + pending) would drain if spread perfectly over the carrying rails. */
-static double horizon(const struct braid_sched *s, size_t bytes, size_t pending, uint64_t now) {
+/* Latest acceptable finish: the best finish on a rail that may take the chunk, ignoring caps,
+ * or when all known work (in flight + pending) would drain if spread perfectly over the
+ * carrying rails. */
+static double horizon(const struct braid_sched *s, size_t bytes, size_t pending, uint32_t avoid,
+                      uint64_t now) {
   double best = -1, sum_est = 0, sum_in = 0;
   for (int i = 0; i < s->nrails; i++) {
     const rail_t *r = &s->rail[i];
     if (!carrying(r)) continue;
     double f = finish_s(r, bytes, now);
-    if (best < 0 || f < best) best = f;
+    if (!avoided(avoid, i) && (best < 0 || f < best)) best = f;
     sum_est += est_now(r, now);
     sum_in += (double)r->inflight;
   }
@@ -204,12 +211,17 @@ static double horizon(const struct braid_sched *s, size_t bytes, size_t pending,
 }
 
 int braid_sched_pick(const struct braid_sched *s, size_t bytes, size_t pending, uint64_t now_ns) {
+  return braid_sched_pick_avoid(s, bytes, pending, 0, now_ns);
+}
+
+int braid_sched_pick_avoid(const struct braid_sched *s, size_t bytes, size_t pending,
+                           uint32_t avoid, uint64_t now_ns) {
   if (braid_sched_count(s, BRAID_RAIL_DOWN) == s->nrails) return BRAID_SCHED_ALL_DOWN;
-  int i = due_probe(s, now_ns);
+  int i = due_probe(s, avoid, now_ns);
   if (i >= 0) return i;
-  i = best_with_room(s, bytes, now_ns);
+  i = best_with_room(s, bytes, avoid, now_ns);
   if (i < 0) return BRAID_SCHED_WAIT;
-  double limit = horizon(s, bytes, pending, now_ns) * (1 + 1e-9);
+  double limit = horizon(s, bytes, pending, avoid, now_ns) * (1 + 1e-9);
   return finish_s(&s->rail[i], bytes, now_ns) <= limit ? i : BRAID_SCHED_WAIT;
 }
 
@@ -387,12 +399,16 @@ bool braid_sched_late(const struct braid_sched *s, int i, uint64_t now_ns) {
   return mine * NS_PER_S > s->p.late_mult * others * NS_PER_S + (double)s->p.late_margin_ns;
 }
 
+/* Scaled by the rail's own drain time, and doubled per recent failure (up to 64x): a rail that
+ * keeps being declared dead on a guess (an optimistic estimate after reconnecting, a path slower
+ * than the margin allows for a chunk) is given the time to prove itself. */
 uint64_t braid_sched_stall_ns(const struct braid_sched *s, int i) {
   if (!valid(s, i)) return 0;
   const rail_t *r = &s->rail[i];
-  double drain_ns = s->p.stall_mult * (double)r->inflight / r->est_Bps * NS_PER_S;
-  if (drain_ns > 1e18) drain_ns = 1e18; /* stays representable */
-  return (uint64_t)drain_ns + s->p.stall_margin_ns;
+  double t = s->p.stall_mult * (double)r->inflight / r->est_Bps * NS_PER_S;
+  t += (double)s->p.stall_margin_ns;
+  t *= (double)(1u << (r->recent_errors < 6 ? r->recent_errors : 6));
+  return t < 1e18 ? (uint64_t)t : (uint64_t)1e18; /* stays representable */
 }
 
 bool braid_sched_stalled(const struct braid_sched *s, int i, uint64_t now_ns) {

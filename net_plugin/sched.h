@@ -55,9 +55,12 @@
  *             before any verdict.  The transport hedges: it queues a second copy of each of the
  *             rail's unacked chunks (those with no other copy in flight) for the other rails and
  *             leaves the originals where they are; the first copy to arrive wins.
- *   STALLED   bytes in flight and no ack for longer than stall_mult * inflight / est +
- *             stall_margin_ns: scaled by the rail's own drain time, so a slow rail is not taken
- *             for a dead one.  The transport normally calls braid_sched_failed() and resends.
+ *   STALLED   bytes in flight and no ack for longer than (stall_mult * inflight / est +
+ *             stall_margin_ns) * 2^min(recent errors, 6): scaled by the rail's own drain time, so
+ *             a slow rail is not taken for a dead one, and more patient with a rail that keeps
+ *             failing (one slower than the margin allows for a chunk, or one whose optimistic
+ *             estimate after reconnecting is far off, still gets measured).  The transport
+ *             normally calls braid_sched_failed() and resends.
  *   Log FAILED, SLOW, RECOVERED (and LAST_LEFT) as warnings; LATE, STALLED (followed by FAILED),
  *   PROBE_OK and RESTORED are routine.
  *
@@ -70,6 +73,7 @@
  *   - after braid_sched_failed() re-queue that rail's unacked chunks (those with no other copy in
  *     flight), ahead of new work; reconnect no earlier than braid_sched_retry_at();
  *   - pass as `pending` every byte queued and not yet on a rail (re-sends and hedges included);
+ *     place a second copy of a chunk with braid_sched_pick_avoid(), never on a rail holding one;
  *   - the receiver accepts each chunk's data once (a per-message record of chunks held, not a
  *     byte count) and discards copies of chunks it holds and of finished messages;
  *   - a chunk is done at its first ack, a message when all its chunks are; a copy left on a slow
@@ -105,34 +109,35 @@ enum braid_sched_reason {
 
 struct braid_sched_event {
   int rail;
-  enum braid_rail_state from, to; /* equal for STALLED */
+  enum braid_rail_state from, to; /* equal for LATE and STALLED */
   enum braid_sched_reason reason;
   uint64_t at_ns;
   double est_Bps; /* the rail's estimate at the event */
   double ref_Bps; /* best other ACTIVE rail's estimate (0: none) */
 };
 
+/* Defaults (braid_sched_params_default) in brackets. */
 struct braid_sched_params {
-  uint64_t queue_target_ns;       /* in-flight cap in time: est * this */
-  size_t inflight_min;            /* cap bounds in bytes (a chunk always fits an empty rail) */
-  size_t inflight_max;
-  size_t probe_inflight;          /* cap while PROBING */
-  uint64_t est_window_ns;         /* busy time per throughput sample (closes at next ack) */
-  uint64_t est_tau_ns;            /* EWMA time constant, in busy time */
-  double prior_Bps;               /* initial estimate of a rail without a nominal rate */
-  double demote_ratio;            /* ACTIVE -> DEGRADED below this fraction of ref ... */
-  uint64_t demote_after_ns;       /* ... sustained this long */
-  double promote_ratio;           /* DEGRADED/PROBING -> ACTIVE at or above this fraction */
-  uint64_t probe_interval_ns;     /* first gap between probes of a DEGRADED rail */
-  uint64_t probe_interval_max_ns; /* gap doubles after each slow probe up to this */
-  uint64_t probe_eval_ns;         /* busy time a PROBING rail is measured before its verdict */
-  double late_mult;               /* LATE when own drain > late_mult * others' drain ... */
-  uint64_t late_margin_ns;        /* ... + this */
-  double stall_mult;              /* stall threshold = stall_mult * inflight / est ... */
-  uint64_t stall_margin_ns;       /* ... + this */
-  uint64_t retry_base_ns;         /* reconnect advice: base << (recent errors - 1) ... */
-  uint64_t retry_max_ns;          /* ... capped here */
-  uint64_t error_forget_ns;       /* recent errors cleared after this long ACTIVE without one */
+  uint64_t queue_target_ns;       /* in-flight cap in time: est * this [20 ms] */
+  size_t inflight_min;            /* cap bounds in bytes [256 KiB, 8 MiB]; a chunk always */
+  size_t inflight_max;            /*   fits an empty rail */
+  size_t probe_inflight;          /* cap while PROBING [256 KiB] */
+  uint64_t est_window_ns;         /* busy time per throughput sample, closes at next ack [1 ms] */
+  uint64_t est_tau_ns;            /* EWMA time constant, in busy time [20 ms] */
+  double prior_Bps;               /* estimate of a rail without a nominal rate [1e9] */
+  double demote_ratio;            /* ACTIVE -> DEGRADED below this fraction of ref [0.15] ... */
+  uint64_t demote_after_ns;       /* ... sustained this long [100 ms] */
+  double promote_ratio;           /* DEGRADED/PROBING -> ACTIVE at this fraction [0.3] */
+  uint64_t probe_interval_ns;     /* first gap between probes of a DEGRADED rail [50 ms] */
+  uint64_t probe_interval_max_ns; /* gap doubles after each slow probe up to this [1 s] */
+  uint64_t probe_eval_ns;         /* busy time a PROBING rail is measured [20 ms] */
+  double late_mult;               /* LATE: own drain > late_mult * others' drain [2] ... */
+  uint64_t late_margin_ns;        /* ... + this [5 ms] */
+  double stall_mult;              /* STALLED: silence > (stall_mult * inflight / est [4] ... */
+  uint64_t stall_margin_ns;       /* ... + this [200 ms]) * 2^min(recent errors, 6) */
+  uint64_t retry_base_ns;         /* reconnect advice: base << (recent errors - 1) [50 ms] ... */
+  uint64_t retry_max_ns;          /* ... capped here [5 s] */
+  uint64_t error_forget_ns;       /* recent errors cleared after this long ACTIVE [10 s] */
 };
 
 /* Per-rail state.  Read freely (telemetry); written only by the scheduler. */
@@ -157,7 +162,7 @@ struct braid_sched_rail {
   uint64_t probe_gap_ns;     /* DEGRADED: current gap between probes */
   uint64_t next_probe_ns;    /* DEGRADED: earliest next probe */
   uint32_t errors;           /* failures since init */
-  uint32_t recent_errors;    /* failures not yet forgotten (reconnect backoff) */
+  uint32_t recent_errors;    /* not yet forgotten: reconnect backoff, stall patience */
   uint64_t last_error_ns;
   uint64_t bytes_sent, bytes_acked, chunks_sent, probes;
 };
@@ -182,11 +187,18 @@ int braid_sched_init(struct braid_sched *s, int nrails, const struct braid_sched
 
 /* Rail for the next chunk of `bytes`, where `pending` is every byte the caller still has queued
  * for this connection and not yet on a rail, this chunk included (pending = bytes: earliest
- * finish of this chunk alone).  Returns a rail (then call braid_sched_sent() when it is handed to
- * the rail), BRAID_SCHED_WAIT or BRAID_SCHED_ALL_DOWN.  A DEGRADED rail is returned when its
- * probe is due: send it a chunk like any other.  Changes nothing: braid_sched_sent() commits,
+ * finish of this chunk alone).  Returns a rail (then call braid_sched_sent() when the chunk is
+ * handed to it), BRAID_SCHED_WAIT or BRAID_SCHED_ALL_DOWN.  A DEGRADED rail is returned when its
+ * probe is due: send it the chunk like any other.  Changes nothing: braid_sched_sent() commits,
  * and the same state, arguments and time always give the same answer. */
 int braid_sched_pick(const struct braid_sched *s, size_t bytes, size_t pending, uint64_t now_ns);
+
+/* The same, never returning a rail r with bit r set in `avoid`: for a second copy of a chunk (a
+ * hedge after LATE, or a re-send while an older copy may still arrive), pass the rails that
+ * already hold a copy, so that two copies never share a rail (their acks could not be told
+ * apart). */
+int braid_sched_pick_avoid(const struct braid_sched *s, size_t bytes, size_t pending,
+                           uint32_t avoid, uint64_t now_ns);
 
 /* A chunk of `bytes` was handed to `rail`. */
 void braid_sched_sent(struct braid_sched *s, int rail, size_t bytes, uint64_t now_ns);

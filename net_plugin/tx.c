@@ -230,7 +230,15 @@ static struct braid_stream *tx_stream_of(struct braid_comm *c, int rail) {
   return best;
 }
 
+/* One WARN per rail state change (down, degraded, recovered); the rest at INFO. */
 static void tx_log_event(struct braid_comm *c, const struct braid_sched_event *e) {
+  if (e->from == e->to || e->reason == BRAID_SCHED_PROBE_OK) {
+    BRAID_INFO(NCCL_NET, "rail %d (%s) to %s: %s -> %s (%s; %.0f Mbit/s measured, best other %.0f Mbit/s)",
+               e->rail, c->streams[e->rail].rail_name, c->peer, braid_sched_state_name(e->from),
+               braid_sched_state_name(e->to), braid_sched_reason_name(e->reason),
+               e->est_Bps * 8e-6, e->ref_Bps * 8e-6);
+    return;
+  }
   BRAID_WARN("rail %d (%s) to %s: %s -> %s (%s; %.0f Mbit/s measured, best other %.0f Mbit/s)",
              e->rail, c->streams[e->rail].rail_name, c->peer, braid_sched_state_name(e->from),
              braid_sched_state_name(e->to), braid_sched_reason_name(e->reason),

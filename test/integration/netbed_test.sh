@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Multi-rail behaviour on the netbed (needs root: network namespaces): 2 hosts x 4 rails, shaped.
+#   test/integration/netbed_test.sh BUILD_DIR
+# - striping: a verified run uses every rail;
+# - a rail cut, and separately a rail black-holed, in the middle of a run: every iteration
+#   verified, no error, the rail reported down, then re-admitted after restore;
+# - a slowed rail is demoted.
+# Prints "netbed: N passed, N failed"; skips (exit 0) with a message where it cannot run.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=${1:-build}
+NB=test/netbed/netbed.sh
+if [ "$(id -u)" != 0 ]; then echo "netbed: skipped (needs root)"; exit 0; fi
+for t in ip tc nft; do
+  command -v $t >/dev/null || { echo "netbed: skipped ($t missing)"; exit 0; }
+done
+P=nt$$
+tmp=$(mktemp -d)
+cleanup() { $NB --prefix $P down >/dev/null 2>&1; rm -rf "$tmp"; }
+trap cleanup EXIT
+if ! $NB --prefix $P up --hosts 2 --rails 4 --rate 200mbit >"$tmp/up" 2>&1; then
+  echo "netbed: skipped (cannot build the fabric: $(tail -n 1 "$tmp/up"))"; exit 0
+fi
+PERF=$(realpath "$B/braid-perf")
+export NCCL_NET_PLUGIN=$(realpath "$B/libnccl-net-braid.so") BRAID_SOCKET_IFNAME=eth
+export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; tail -n 25 "$tmp/r0" | sed 's/^/     /'; }
+
+# run NAME FAULT_CMD...: a 2-rank oneway run host 0 -> host 1; FAULT_CMD runs 1 s in, restore
+# 2 s later; passes when both ranks exit 0 (every iteration verified).
+run() {
+  local name=$1 fault=$2 port=$((30000 + RANDOM % 20000))
+  local args=(sendrecv --oneway -b 8M -e 8M -w 1 --iters 60 --timeout 30 --nranks 2
+              --rendezvous 10.77.0.1:$port)
+  $NB --prefix $P exec 1 "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1 & local p1=$!
+  $NB --prefix $P exec 0 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 & local p0=$!
+  if [ -n "$fault" ]; then
+    sleep 1; $NB --prefix $P "$fault" 0 1 >/dev/null
+    sleep 2; $NB --prefix $P restore 0 1 >/dev/null
+  fi
+  wait $p0; local rc0=$?
+  wait $p1; local rc1=$?
+  if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$tmp/r0"; then
+    return 0
+  fi
+  echo "     rank exits $rc0 $rc1" >>"$tmp/r0"
+  return 1
+}
+
+if run striping ""; then
+  if grep -q "4 rails" "$tmp/r0"; then ok "4-rail striping, verified"; else bad "4-rail striping (not on 4 rails)"; fi
+else bad "4-rail striping"; fi
+
+for fault in cut blackhole; do
+  if run "$fault" "$fault"; then
+    if grep -q "rail 1 (eth1).*-> down" "$tmp/r0"; then
+      ok "rail $fault mid-run: every iteration verified, rail 1 taken down"
+    else bad "rail $fault mid-run (rail 1 never reported down)"; fi
+    if grep -q "rail 1 (eth1).*down -> probing" "$tmp/r0"; then
+      ok "rail $fault restored: rail 1 re-admitted"
+    else bad "rail $fault restored (rail 1 not re-admitted)"; fi
+  else bad "rail $fault mid-run"; fi
+done
+
+$NB --prefix $P shape 0 2 20mbit >/dev/null
+if run slow "" && grep -q "rail 2 (eth2).*-> degraded" "$tmp/r0"; then ok "a rail at a tenth of the rate is demoted"
+else bad "slow rail demoted"; fi
+
+echo "netbed: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
