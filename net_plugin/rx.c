@@ -191,8 +191,9 @@ static int rx_begin(struct braid_comm *c, struct braid_stream *s, const struct b
     return -1;
   }
   if (!known && f->seq < c->next_match) {
-    /* Its message completed long ago: a late copy (with acks) or garbage. */
-    if (!c->acks || f->seq + BRAID_MSG_WINDOW < c->next_match) {
+    /* Its message has completed: a late copy, however old (a rail that was cut for seconds
+     * delivers what it held when it comes back), or, without acks, garbage. */
+    if (!c->acks) {
       braid_comm_fail(c, ncclRemoteError, "garbled stream: frame for message %llu does not fit it",
                       (unsigned long long)f->seq);
       return -1;
@@ -208,8 +209,10 @@ static int rx_begin(struct braid_comm *c, struct braid_stream *s, const struct b
     if (!m) return 0;
   }
   if (m && (f->size != m->size || f->tag != m->tag || f->offset + f->len > m->size)) {
-    braid_comm_fail(c, ncclRemoteError, "garbled stream: frame for message %llu does not fit it",
-                    (unsigned long long)f->seq);
+    braid_comm_fail(c, ncclRemoteError, "garbled stream: frame (offset %llu, %u bytes, size %llu, "
+                    "tag %d) does not fit message %llu (%zu bytes, tag %d)",
+                    (unsigned long long)f->offset, f->len, (unsigned long long)f->size, f->tag,
+                    (unsigned long long)f->seq, m->size, m->tag);
     return -1;
   }
   s->in_frame = true;

@@ -253,7 +253,9 @@ static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
   for (int i = rail; i < c->nstreams; i += c->nrails) {
     struct braid_stream *s = &c->streams[i];
     int keep = 0;
-    if (s->tx_count && s->tx_done) {
+    if (s->tx_count && s->tx_done && !s->tx[s->tx_head].chunk) {
+      keep = 1; /* already finishing from its rescue copy */
+    } else if (s->tx_count && s->tx_done) {
       struct braid_txframe *f = &s->tx[s->tx_head];
       size_t sent_payload = s->tx_done > BRAID_FRAME_HDR_BYTES ? s->tx_done - BRAID_FRAME_HDR_BYTES : 0;
       free(s->rescue);

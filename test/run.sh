@@ -30,6 +30,7 @@ suite unit env BRAID_PLUGIN_PATH=build/libnccl-net-braid.so ./build/unit-tests
 suite unit-sanitized env BRAID_PLUGIN_PATH=build/san/libnccl-net-braid.so ./build/san/unit-tests
 suite integration ./test/integration/run.sh build
 suite integration-sanitized ./test/integration/run.sh build/san
+suite netbed ./test/integration/netbed_test.sh build
 suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 
 echo
