@@ -29,6 +29,7 @@ NET_SRCS    = $(wildcard net_plugin/*.c)
 NETLOAD_SRCS = $(wildcard tools/netload/*.c)
 PERF_SRCS   = $(wildcard tools/perf/*.c)
 TRACE_SRCS  = $(wildcard tools/trace/*.c)
+STAT_SRCS   = $(wildcard tools/stat/*.c)
 UNIT_SRCS   = $(wildcard test/unit/*.cc)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -40,7 +41,8 @@ CORE    = $(BUILD)/libbraid-core.a
 UNIT    = $(BUILD)/unit-tests
 REFS    = $(BUILD)/tcp_stream $(BUILD)/tcp_pingpong $(BUILD)/tcp_onethread
 
-TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(REFS)
+STAT    = $(BUILD)/braid-stat
+TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(STAT) $(REFS)
 
 include tools/perf/build.mk
 include tools/trace/build.mk
@@ -69,6 +71,9 @@ $(CORE): $(call obj,$(COMMON_SRCS) $(NET_SRCS))
 $(PERF): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(PERF_SRCS))
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+$(STAT): $(call obj,$(STAT_SRCS))
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
 $(TRACE): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(TRACE_SRCS))
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braidtrace.so $^ -o $@ $(LDLIBS)
 
@@ -95,7 +100,7 @@ install: all
 	install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(TRACE) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/braid-trace-shape $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(PERF) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(PERF) $(STAT) $(DESTDIR)$(PREFIX)/bin/
 
 clean:
 	rm -rf build

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "param.h"
 #include "sock.h"
+#include "telemetry.h"
 
 uint64_t braid_now_ns(void) {
   struct timespec ts;
@@ -50,11 +51,35 @@ struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstrea
 ncclResult_t braid_comm_ready(struct braid_comm *c) {
   c->acks = c->nstreams > 1;
   for (int i = 0; i < c->nstreams; i++) braid_sock_tune(c->streams[i].fd);
+  if (c->kind == BRAID_COMM_SEND)
+    for (int r = 0; r < c->nrails && r < 16; r++)
+      c->stats[r] = braid_telemetry_add(c->dev, r, c->peer, c->streams[r].rail_name);
   return c->kind == BRAID_COMM_SEND ? braid_tx_init(c) : braid_rx_init(c);
+}
+
+/* One INFO line per send connection at close: what each rail carried, and its failures. */
+static void comm_summary(struct braid_comm *c) {
+  uint64_t total = 0;
+  for (int r = 0; r < c->nrails && r < 16; r++)
+    if (c->stats[r]) total += atomic_load(&c->stats[r]->bytes);
+  char line[768];
+  size_t len = 0;
+  for (int r = 0; r < c->nrails && r < 16 && len < sizeof line; r++) {
+    struct braid_rail_stats *s = c->stats[r];
+    if (!s) continue;
+    uint64_t b = atomic_load(&s->bytes);
+    len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %.1f MB (%.0f%%), %llu failovers, %llu demotions",
+                            r ? "; " : "", s->nic, b / 1e6, total ? 100.0 * (double)b / (double)total : 0.0,
+                            (unsigned long long)atomic_load(&s->failovers),
+                            (unsigned long long)atomic_load(&s->demotions));
+  }
+  if (total) BRAID_INFO(NCCL_NET, "closed connection to %s (device %d): %s", c->peer, c->dev, line);
 }
 
 void braid_comm_free(struct braid_comm *c) {
   if (!c) return;
+  if (c->kind == BRAID_COMM_SEND) comm_summary(c);
+  for (int r = 0; r < 16; r++) braid_telemetry_remove(c->stats[r]);
   braid_tx_free(c);
   braid_rx_free(c);
   for (int i = 0; c->streams && i < c->nstreams; i++)

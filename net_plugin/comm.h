@@ -125,6 +125,7 @@ struct braid_stream {
 };
 
 struct braid_sched;
+struct braid_rail_stats;
 
 struct braid_comm {
   uint8_t kind;
@@ -148,6 +149,7 @@ struct braid_comm {
   struct braid_chunk_fifo requeue;    /* with acks: chunks of failed rails, to re-send */
   struct braid_chunk *chunk_free;     /* recycled chunk records */
   struct braid_sched *sched;          /* with acks */
+  struct braid_rail_stats *stats[16]; /* per rail, NULL when not reported */
   uint64_t next_tick_ns;
   /* receive side */
   uint64_t next_match;           /* lowest sequence not yet matched or buffered */

@@ -21,6 +21,7 @@
 #include "comm.h"
 #include "log.h"
 #include "sched.h"
+#include "telemetry.h"
 
 #define TX_COPY_MAX (64u << 10)  /* with acks, sends up to this size are copied */
 #define TX_PROBE_LEN (16u << 10) /* a slow rail is offered pieces this small */
@@ -52,6 +53,10 @@ static void tx_encode(struct braid_txframe *f, uint64_t seq, uint64_t off, size_
 /* A frame is fully in the socket. */
 static void tx_written(struct braid_comm *c, struct braid_txframe *f) {
   if (c->acks) return; /* completion comes with the acknowledgement */
+  if (c->stats[0]) {
+    atomic_fetch_add_explicit(&c->stats[0]->bytes, f->len, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->stats[0]->chunks, 1, memory_order_relaxed);
+  }
   struct braid_req *r = f->req;
   if (--r->frames_out == 0 && r->all_queued) r->done = true;
 }
@@ -123,6 +128,7 @@ static bool tx_pull(struct braid_comm *c, struct braid_stream *s) {
 
 static ncclResult_t tx_progress_single(struct braid_comm *c) {
   struct braid_stream *s = &c->streams[0];
+  if (braid_telemetry_on()) braid_telemetry_tick(braid_now_ns());
   for (;;) {
     size_t queued = tx_batch_bytes(s);
     while (s->tx_count < BRAID_SEND_BATCH && queued < c->chunk && tx_pull(c, s))
@@ -232,6 +238,12 @@ static struct braid_stream *tx_stream_of(struct braid_comm *c, int rail) {
 
 /* One WARN per rail state change (down, degraded, recovered); the rest at INFO. */
 static void tx_log_event(struct braid_comm *c, const struct braid_sched_event *e) {
+  struct braid_rail_stats *st = e->rail < 16 ? c->stats[e->rail] : NULL;
+  if (st) {
+    atomic_store(&st->state, (int)e->to);
+    if (e->to == BRAID_RAIL_DEGRADED && e->from != BRAID_RAIL_DEGRADED) atomic_fetch_add(&st->demotions, 1);
+    if (e->to == BRAID_RAIL_DOWN && e->from != BRAID_RAIL_DOWN) atomic_fetch_add(&st->failovers, 1);
+  }
   if (e->from == e->to || e->reason == BRAID_SCHED_PROBE_OK) {
     BRAID_INFO(NCCL_NET, "rail %d (%s) to %s: %s -> %s (%s; %.0f Mbit/s measured, best other %.0f Mbit/s)",
                e->rail, c->streams[e->rail].rail_name, c->peer, braid_sched_state_name(e->from),
@@ -268,6 +280,7 @@ static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
     }
     s->tx_count = keep;
     for (struct braid_chunk *ck = s->unacked.head; ck; ck = ck->next) c->pending_bytes += ck->len;
+    if (rail < 16 && c->stats[rail]) atomic_fetch_add(&c->stats[rail]->resent, s->unacked.count);
     fifo_prepend(&c->requeue, &s->unacked);
     s->ignore_until = s->frames_started;
   }
@@ -301,6 +314,10 @@ static ncclResult_t tx_read_acks(struct braid_comm *c, struct braid_stream *s, u
       struct braid_chunk *ck = fifo_pop(&s->unacked);
       if (!ck) return braid_comm_fail(c, ncclInternalError, "acknowledgement without a chunk");
       braid_sched_acked(c->sched, s->rail, ck->len, ck->sent_ns, now);
+      if (s->rail < 16 && c->stats[s->rail]) {
+        atomic_fetch_add_explicit(&c->stats[s->rail]->bytes, ck->len, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->stats[s->rail]->chunks, 1, memory_order_relaxed);
+      }
       ck_acked(c, ck);
     }
     s->frames_acked = f.seq;
@@ -375,6 +392,9 @@ static ncclResult_t tx_progress_rails(struct braid_comm *c) {
       tx_log_event(c, &ev[i]);
       if (ev[i].reason == BRAID_SCHED_STALLED) tx_fail_rail(c, ev[i].rail, now);
     }
+    for (int r = 0; r < c->nrails && r < 16; r++)
+      if (c->stats[r]) atomic_store(&c->stats[r]->est_bps, (uint64_t)(c->sched->rail[r].est_Bps * 8));
+    braid_telemetry_tick(now);
   }
   int alive = 0;
   for (int i = 0; i < c->nstreams; i++) alive += !c->streams[i].dead;
