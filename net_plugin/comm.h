@@ -149,6 +149,8 @@ struct braid_comm {
   struct braid_chunk_fifo requeue;    /* with acks: chunks of failed rails, to re-send */
   struct braid_chunk *chunk_free;     /* recycled chunk records */
   struct braid_sched *sched;          /* with acks */
+  bool equal;                         /* BRAID_STRIPING=equal */
+  unsigned rr;
   struct braid_rail_stats *stats[16]; /* per rail, NULL when not reported */
   uint64_t next_tick_ns;
   /* receive side */

@@ -44,6 +44,11 @@ static int net_ndevs = -1; /* -1: not discovered yet */
 static ncclResult_t net_discover(void) {
   ncclResult_t rc = braid_params_load();
   if (rc) return rc;
+  const char *striping = braid_param_str(BRAID_P_STRIPING);
+  if (strcmp(striping, "adaptive") && strcmp(striping, "equal")) {
+    BRAID_WARN("invalid configuration: BRAID_STRIPING=\"%s\" (use adaptive or equal)", striping);
+    return ncclInvalidArgument;
+  }
   pthread_mutex_lock(&net_lock);
   if (net_ndevs < 0) {
     int n = braid_ifaces_select(braid_param_str(BRAID_P_SOCKET_IFNAME),

@@ -166,14 +166,33 @@ static bool has_room(const struct braid_sched *s, int i, size_t bytes) {
 
 static bool avoided(uint32_t avoid, int i) { return (avoid >> i) & 1u; }
 
-/* A DEGRADED rail that is empty and due for its probe, or -1. */
+/* Empty and due for a probe: a DEGRADED rail at its probe time, or an ACTIVE one that earliest-
+ * finish has passed over for probe_interval_max_ns (its estimate, measured only while busy, may
+ * be stale: a rail that was slow for a while and then recovered would otherwise never be picked
+ * again). */
+static bool probe_due(const struct braid_sched *s, int i, uint64_t now) {
+  const rail_t *r = &s->rail[i];
+  if (r->inflight != 0) return false;
+  if (r->state == BRAID_RAIL_DEGRADED) return now >= r->next_probe_ns;
+  if (r->state != BRAID_RAIL_ACTIVE || !r->measured ||
+      now - r->last_progress_ns < s->p.probe_interval_max_ns)
+    return false;
+  for (int k = 0; k < s->nrails; k++) /* passed over: others carry traffic meanwhile */
+    if (k != i && s->rail[k].inflight > 0 && s->rail[k].state != BRAID_RAIL_DOWN) return true;
+  return false;
+}
+
+bool braid_sched_probe_due(const struct braid_sched *s, int rail, uint64_t now_ns) {
+  return valid(s, rail) && probe_due(s, rail, now_ns);
+}
+
+/* A rail due for a probe (DEGRADED ones first), or -1. */
 static int due_probe(const struct braid_sched *s, uint32_t avoid, uint64_t now) {
-  for (int i = 0; i < s->nrails; i++) {
-    const rail_t *r = &s->rail[i];
-    if (r->state == BRAID_RAIL_DEGRADED && r->inflight == 0 && now >= r->next_probe_ns &&
-        !avoided(avoid, i))
-      return i;
-  }
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < s->nrails; i++)
+      if ((s->rail[i].state == BRAID_RAIL_DEGRADED) == (pass == 0) && probe_due(s, i, now) &&
+          !avoided(avoid, i))
+        return i;
   return -1;
 }
 

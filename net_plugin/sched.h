@@ -238,6 +238,9 @@ size_t braid_sched_cap(const struct braid_sched *s, int rail);
 /* Earliest time to try reconnecting a DOWN rail (backs off with recent failures). */
 uint64_t braid_sched_retry_at(const struct braid_sched *s, int rail);
 
+/* Whether pick() would return `rail` as a probe now (the caller then sends a small piece). */
+bool braid_sched_probe_due(const struct braid_sched *s, int rail, uint64_t now_ns);
+
 /* Number of rails in a state. */
 int braid_sched_count(const struct braid_sched *s, enum braid_rail_state state);
 

@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -62,6 +63,11 @@ int braid_telemetry_write(const char *path) {
   snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
   FILE *f = fopen(tmp, "w");
   if (!f) return -1;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  fprintf(f, "# HELP braid_metrics_time_seconds When this file was written\n"
+             "# TYPE braid_metrics_time_seconds gauge\nbraid_metrics_time_seconds{pid=\"%d\"} %lld.%03ld\n",
+          (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec / 1000000);
   for (int m = 0; m < 7; m++) {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", telemetry_metrics[m][0], telemetry_metrics[m][2],
             telemetry_metrics[m][0], telemetry_metrics[m][1]);

@@ -20,6 +20,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "param.h"
 #include "sched.h"
 #include "telemetry.h"
 
@@ -325,48 +326,81 @@ static ncclResult_t tx_read_acks(struct braid_comm *c, struct braid_stream *s, u
   }
 }
 
-/* Hands ready chunks to the rails the scheduler picks. */
+/* Puts the head of the ready queue on rail; 1 when the rail has no stream with room. */
+static int tx_place(struct braid_comm *c, struct braid_chunk *ck, int rail, uint64_t now) {
+  struct braid_stream *s = tx_stream_of(c, rail);
+  if (!s) return 1;
+  fifo_pop(&c->requeue);
+  c->pending_bytes -= ck->len;
+  ck->rail = rail;
+  ck->sent_ns = now;
+  struct braid_txframe *f = tx_append(s);
+  f->chunk = ck;
+  tx_encode(f, ck->seq, ck->offset, ck->len, ck->size, ck->tag, ck->data);
+  fifo_push(&s->unacked, ck);
+  braid_sched_sent(c->sched, rail, ck->len, now);
+  int err = tx_write(c, s);
+  if (err) {
+    BRAID_WARN("send stream %d (rail %d, %s) to %s: %s", (int)(s - c->streams), rail,
+               s->rail_name, c->peer, strerror(err));
+    s->dead = true;
+    tx_fail_rail(c, rail, now);
+  }
+  return 0;
+}
+
+/* Splits the ready queue's head so its first len bytes are a chunk of their own. */
+static ncclResult_t tx_split(struct braid_comm *c, struct braid_chunk *ck, uint32_t len) {
+  struct braid_chunk *rest = ck_new(c);
+  if (!rest) return braid_comm_fail(c, ncclSystemError, "out of memory for chunk records");
+  *rest = *ck;
+  rest->offset += len, rest->data += len, rest->len -= len;
+  ck->len = len;
+  ck->next = rest;
+  if (c->requeue.tail == ck) c->requeue.tail = rest;
+  c->requeue.count++;
+  if (ck->req) ck->req->frames_out++;
+  return ncclSuccess;
+}
+
+/* BRAID_STRIPING=equal (for comparison): the next live rail in turn, once it has room. */
+static int tx_pick_equal(struct braid_comm *c, size_t len) {
+  for (int k = 0; k < c->nrails; k++) {
+    int r = (int)(c->rr % (unsigned)c->nrails);
+    const struct braid_sched_rail *sr = &c->sched->rail[r];
+    if (sr->state == BRAID_RAIL_DOWN) {
+      c->rr++;
+      continue;
+    }
+    if (sr->inflight && sr->inflight + len > braid_sched_cap(c->sched, r)) return BRAID_SCHED_WAIT;
+    c->rr++;
+    return r;
+  }
+  return BRAID_SCHED_ALL_DOWN;
+}
+
+/* Hands ready chunks to the rails the scheduler picks (a slow rail may get a small piece). */
 static ncclResult_t tx_schedule(struct braid_comm *c, uint64_t now) {
-  while (c->requeue.head) {
+  while (c->requeue.head && !c->err) {
     struct braid_chunk *ck = c->requeue.head;
-    int rail = braid_sched_pick(c->sched, ck->len, c->pending_bytes, now);
-    if (rail == BRAID_SCHED_WAIT && ck->len > TX_PROBE_LEN && !ck->copy) {
-      rail = braid_sched_pick(c->sched, TX_PROBE_LEN, c->pending_bytes, now);
-      if (rail >= 0) { /* split: a small piece for this rail, the rest stays first in line */
-        struct braid_chunk *rest = ck_new(c);
-        if (!rest) return braid_comm_fail(c, ncclSystemError, "out of memory for chunk records");
-        *rest = *ck;
-        rest->offset += TX_PROBE_LEN, rest->data += TX_PROBE_LEN, rest->len -= TX_PROBE_LEN;
-        ck->len = TX_PROBE_LEN;
-        ck->next = rest;
-        if (c->requeue.tail == ck) c->requeue.tail = rest;
-        c->requeue.count++;
-        if (ck->req) ck->req->frames_out++;
+    int rail;
+    if (c->equal) {
+      rail = tx_pick_equal(c, ck->len);
+    } else {
+      rail = braid_sched_pick(c->sched, ck->len, c->pending_bytes, now);
+      if (rail >= 0 && ck->len > TX_PROBE_LEN && !ck->copy &&
+          braid_sched_probe_due(c->sched, rail, now)) {
+        if (tx_split(c, ck, TX_PROBE_LEN)) return c->err; /* a probe is a small piece */
+      } else if (rail == BRAID_SCHED_WAIT && ck->len > TX_PROBE_LEN && !ck->copy) {
+        rail = braid_sched_pick(c->sched, TX_PROBE_LEN, c->pending_bytes, now);
+        if (rail >= 0 && tx_split(c, ck, TX_PROBE_LEN)) return c->err;
       }
     }
     if (rail == BRAID_SCHED_ALL_DOWN)
       return braid_comm_fail(c, ncclRemoteError, "every rail to the peer is down");
-    if (rail < 0) return ncclSuccess;
-    struct braid_stream *s = tx_stream_of(c, rail);
-    if (!s) return ncclSuccess;
-    fifo_pop(&c->requeue);
-    c->pending_bytes -= ck->len;
-    ck->rail = rail;
-    ck->sent_ns = now;
-    struct braid_txframe *f = tx_append(s);
-    f->chunk = ck;
-    tx_encode(f, ck->seq, ck->offset, ck->len, ck->size, ck->tag, ck->data);
-    fifo_push(&s->unacked, ck);
-    braid_sched_sent(c->sched, rail, ck->len, now);
-    int err = tx_write(c, s);
-    if (err) {
-      BRAID_WARN("send stream %d (rail %d, %s) to %s: %s", (int)(s - c->streams), rail,
-                 s->rail_name, c->peer, strerror(err));
-      s->dead = true;
-      tx_fail_rail(c, rail, now);
-    }
+    if (rail < 0 || tx_place(c, ck, rail, now)) return ncclSuccess;
   }
-  return ncclSuccess;
+  return c->err;
 }
 
 static ncclResult_t tx_progress_rails(struct braid_comm *c) {
@@ -415,6 +449,7 @@ ncclResult_t braid_tx_init(struct braid_comm *c) {
   for (int r = 0; r < c->nrails; r++) nominal[r] = c->streams[r].rail_Bps;
   if (braid_sched_init(c->sched, c->nrails, NULL, nominal, braid_now_ns()) != 0)
     return ncclInternalError;
+  c->equal = !strcmp(braid_param_str(BRAID_P_STRIPING), "equal");
   /* A short unsent queue per stream keeps a slow rail's backlog short in time. */
   int lowat = 64 << 10;
   for (int i = 0; i < c->nstreams; i++)

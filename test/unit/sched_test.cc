@@ -282,6 +282,24 @@ TEST_F(Sched, DegradedRailIsProbedAndReadmitted) {
   EXPECT_EQ(1, Count(BRAID_SCHED_RECOVERED, 1));
 }
 
+// A rail that earliest-finish passes over (its estimate went stale while it was slow) is probed
+// again after probe_interval_max_ns, so it is used once it has recovered.
+TEST_F(Sched, PassedOverActiveRailIsProbed) {
+  Init(2);
+  Deliver(0, 1 << 20, 40e6);
+  Deliver(1, 1 << 20, 10e6);  // slow, but not slow enough to be demoted
+  ASSERT_EQ(BRAID_RAIL_ACTIVE, R(1).state);
+  braid_sched_sent(&s, 0, 256 * kKiB, now);  // rail 0 busy
+  EXPECT_FALSE(braid_sched_probe_due(&s, 1, now));
+  now += p.probe_interval_max_ns;
+  braid_sched_acked(&s, 0, 256 * kKiB, 0, now);
+  braid_sched_sent(&s, 0, 256 * kKiB, now);
+  EXPECT_TRUE(braid_sched_probe_due(&s, 1, now));
+  EXPECT_EQ(1, braid_sched_pick(&s, 128 * kKiB, 4 << 20, now));
+  Deliver(1, 64 * kKiB, 40e6);  // it has recovered
+  EXPECT_FALSE(braid_sched_probe_due(&s, 1, now));
+}
+
 TEST_F(Sched, FailureForgetsInflightAndRestoreProbes) {
   Init(2);
   Deliver(0, 1 << 20, 40e6);
