@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(err[0] && memchr(err, 0, sizeof err)); /* a rejection always says why */
     return 0;
   }
-  CHECK(f.type == BRAID_FRAME_DATA);
+  CHECK(f.type == BRAID_FRAME_DATA || f.type == BRAID_FRAME_ACK);
+  if (f.type == BRAID_FRAME_ACK) CHECK(f.len == 0 && f.offset == 0 && f.size == 0 && f.tag == 0);
   CHECK(f.len <= BRAID_FRAME_MAX_LEN);
   CHECK(f.size <= BRAID_MSG_MAX_BYTES);
   CHECK(f.offset <= f.size);
