@@ -37,6 +37,8 @@ struct braid_req {
   struct braid_comm *comm;
   int index; /* in the comm's pool */
   bool done;
+  bool warned;          /* BRAID_WAIT_WARN_MS reported */
+  uint64_t posted_ns;
   /* send */
   const char *data;
   size_t size, queued; /* bytes cut into frames so far */
@@ -161,6 +163,9 @@ struct braid_comm {
   size_t unexpected_bytes, unexpected_max;
   int nunexpected; /* buffered messages not yet matched to a receive */
   char *sink;      /* scratch for discarded payload */
+  /* diagnosis (diag.c) */
+  unsigned diag_generation;
+  uint64_t test_calls;
 };
 
 /* Allocation and teardown shared by setup and data path. */

@@ -12,6 +12,7 @@
 
 #include "comm.h"
 #include "devices.h"
+#include "diag.h"
 #include "ifaces.h"
 #include "log.h"
 #include "nccl_plugin/net.h"
@@ -70,6 +71,7 @@ ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
   braid_log_set_logger(logger);
   ncclResult_t rc = net_discover();
   if (rc) return rc;
+  braid_diag_install();
   static atomic_flag announced = ATOMIC_FLAG_INIT;
   if (!atomic_flag_test_and_set(&announced)) {
     char list[512] = "";
@@ -109,7 +111,10 @@ ncclResult_t braid_net_finalize(void *ctx) {
   return ncclSuccess;
 }
 
-__attribute__((destructor)) static void net_unload(void) { braid_setup_abandon(NULL); }
+__attribute__((destructor)) static void net_unload(void) {
+  braid_setup_abandon(NULL);
+  braid_diag_uninstall();
+}
 
 ncclResult_t braid_net_devices(int *ndev) {
   ncclResult_t rc = net_discover();

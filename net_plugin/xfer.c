@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "diag.h"
 #include "log.h"
 
 struct braid_req *braid_req_alloc(struct braid_comm *c, enum braid_req_kind kind) {
@@ -16,6 +17,7 @@ struct braid_req *braid_req_alloc(struct braid_comm *c, enum braid_req_kind kind
   r->kind = kind;
   r->comm = c;
   r->index = index;
+  r->posted_ns = braid_now_ns();
   return r;
 }
 
@@ -82,7 +84,10 @@ ncclResult_t braid_xfer_test(void *request, int *done, int *sizes) {
   struct braid_comm *c = r->comm;
   if (r->kind == BRAID_REQ_SEND) braid_tx_progress(c); /* also moves other sends' data */
   else if (!r->done) braid_rx_progress(c, true);
-  if (!r->done) return c->err;
+  if (!r->done) {
+    braid_diag_check(c, r);
+    return c->err;
+  }
   *done = 1;
   if (sizes) {
     if (r->kind == BRAID_REQ_SEND) sizes[0] = (int)r->size;

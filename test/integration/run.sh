@@ -91,6 +91,25 @@ kill_case() { # name victim_rank
 kill_case kill-sender 0
 kill_case kill-receiver 1
 
+# SIGUSR1 on a rank whose peer stopped: it logs what it waits on, and keeps waiting.
+diag_case() {
+  local port=$((port_base++))
+  local args=(sendrecv -b 1M -e 1M --iters 1000000 -w 0 --nranks 2 --rendezvous 127.0.0.1:$port)
+  "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 & local p0=$!
+  "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1 & local p1=$!
+  sleep 1.5
+  kill -STOP "$p1"; sleep 0.3
+  kill -USR1 "$p0"; sleep 0.5
+  local alive=0
+  kill -0 "$p0" 2>/dev/null && alive=1
+  kill -9 "$p0" "$p1" 2>/dev/null; kill -CONT "$p1" 2>/dev/null; wait "$p0" "$p1" 2>/dev/null
+  cp "$tmp/r0" "$tmp/out"
+  if [ $alive = 1 ] && grep -q "SIGUSR1: .*connection with 127.0.0.1.*pending requests" "$tmp/out" &&
+     grep -q "waiting [0-9]* ms" "$tmp/out"; then ok "sigusr1-dumps-pending-requests"
+  else bad "sigusr1-dumps-pending-requests"; fi
+}
+diag_case
+
 if [ -x test/integration/trace_test.sh ] && [ -f "$B/libnccl-net-braidtrace.so" ]; then
   if ./test/integration/trace_test.sh "$B" >"$tmp/out" 2>&1; then ok "braid-trace"; else bad "braid-trace"; fi
 fi
