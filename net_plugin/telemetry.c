@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "braid/snapshot.h"
 #include "log.h"
 #include "param.h"
 
@@ -100,4 +101,28 @@ void braid_telemetry_tick(uint64_t now_ns) {
   else snprintf(file, sizeof file, "%s", path);
   if (braid_telemetry_write(file) != 0)
     BRAID_WARN_ONCE("cannot write BRAID_METRICS_FILE %s: %m", file);
+}
+
+/* The tuner's read-only view (include/braid/snapshot.h). */
+__attribute__((visibility("default"))) int braid_snapshot_v1(struct braid_snapshot_v1 *out,
+                                                             uint32_t max_rails) {
+  if (!out) return -1;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  out->version = BRAID_SNAPSHOT_VERSION_1;
+  out->nrails = out->total = out->reserved = 0;
+  out->taken_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  for (int i = 0; i < TELEMETRY_SLOTS; i++) {
+    struct braid_rail_stats *s = &telemetry_slots[i];
+    if (atomic_load(&s->in_use) != 1) continue;
+    if (out->total++ >= max_rails) continue;
+    struct braid_snapshot_rail_v1 *r = &out->rail[out->nrails++];
+    memset(r, 0, sizeof *r);
+    r->dev = s->dev, r->rail = s->rail, r->state = atomic_load(&s->state);
+    r->bytes = atomic_load(&s->bytes), r->failovers = atomic_load(&s->failovers);
+    r->demotions = atomic_load(&s->demotions), r->est_bps = atomic_load(&s->est_bps);
+    memcpy(r->peer, s->peer, sizeof r->peer);
+    memcpy(r->nic, s->nic, sizeof r->nic);
+  }
+  return 0;
 }

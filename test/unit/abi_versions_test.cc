@@ -12,6 +12,7 @@
 #include <vector>
 
 extern "C" {
+#include "braid/snapshot.h"
 #include "nccl_plugin/net.h"
 }
 
@@ -137,6 +138,21 @@ void Exercise() {
   EXPECT_EQ(sizes[1], 70000);
   EXPECT_EQ(0, memcmp(ra.data(), a.data(), a.size()));
   EXPECT_EQ(0, memcmp(rb.data(), b.data(), b.size()));
+  if constexpr (V == 12) {
+    // The tuner's view: found by name with RTLD_NOLOAD, as NCCL loaded the library RTLD_LOCAL.
+    void* again = dlopen(PluginPath().c_str(), RTLD_NOW | RTLD_NOLOAD);
+    ASSERT_NE(again, nullptr);
+    auto fn = reinterpret_cast<braid_snapshot_fn_v1>(dlsym(again, BRAID_SNAPSHOT_SYMBOL_V1));
+    ASSERT_NE(fn, nullptr);
+    alignas(8) char buf[sizeof(braid_snapshot_v1) + 4 * sizeof(braid_snapshot_rail_v1)];
+    auto* snap = reinterpret_cast<braid_snapshot_v1*>(buf);
+    ASSERT_EQ(fn(snap, 4), 0);
+    EXPECT_EQ(snap->version, (uint32_t)BRAID_SNAPSHOT_VERSION_1);
+    ASSERT_GE(snap->nrails, 1u);
+    EXPECT_STREQ(snap->rail[0].nic, "lo");
+    EXPECT_EQ(snap->rail[0].bytes, 73000u) << "both sends delivered on the one rail";
+    dlclose(again);
+  }
   void* flush = nullptr;
   EXPECT_EQ(net->iflush(r, 2, rdata, sizes, mhs, &flush), ncclSuccess);
   EXPECT_EQ(flush, nullptr);
