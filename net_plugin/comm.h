@@ -135,6 +135,7 @@ struct braid_comm {
   ncclResult_t err; /* sticky: once set, every call on the comm fails with it */
   char peer[64];    /* peer address for logs */
   int nrails;   /* rails in use; stream s runs on rail s % nrails */
+  int nprimary; /* rails of the device itself; the rest are borrowed backups */
   int nstreams;
   bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
   struct braid_stream *streams;

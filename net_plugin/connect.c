@@ -28,7 +28,7 @@ struct braid_connect {
   struct braid_connect *next; /* in the list of unfinished connects */
   void *owner;                /* the context that started it, for finalize */
   const struct braid_device *device;
-  int dev, per_rail, nrails, nstreams; /* nrails/nstreams known once the rail list arrived */
+  int dev, per_rail, nrails, nprimary, nstreams; /* known once the rail list arrived */
   struct braid_handle peer;
   struct braid_raillist rails;
   uint8_t list[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];
@@ -124,14 +124,23 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
   return ncclSuccess;
 }
 
+/* Rail r: the device's rail r, or past its rails the backup (the peer's is its list's last). */
 static const struct sockaddr_storage *connect_target(const struct braid_connect *k, int s) {
-  return s == 0 ? &k->peer.addr : &k->rails.addr[s % k->nrails];
+  if (s == 0) return &k->peer.addr;
+  int r = s % k->nrails;
+  return r < k->nprimary ? &k->rails.addr[r] : &k->rails.addr[k->rails.nrails - 1];
+}
+
+static const struct braid_iface *connect_local(const struct braid_connect *k, int s) {
+  int r = s == 0 ? 0 : s % k->nrails;
+  return r < k->nprimary || s == 0 ? k->device->rail[r] : k->device->backup;
 }
 
 static ncclResult_t connect_send_hello(struct braid_connect *k, int s) {
   struct braid_hello hello = {.conn_id = k->conn_id, .stream = (uint16_t)s,
                               .per_rail = (uint16_t)k->per_rail,
-                              .nrails = (uint16_t)k->device->nrails};
+                              .nrails = (uint16_t)(k->device->nrails + (k->device->backup != NULL)),
+                              .nbackup = (uint16_t)(k->device->backup != NULL)};
   memcpy(hello.secret, k->peer.secret, sizeof hello.secret);
   uint8_t buf[BRAID_HELLO_BYTES];
   braid_hello_encode(&hello, buf);
@@ -163,7 +172,9 @@ static ncclResult_t connect_read_list(struct braid_connect *k) {
   if (k->list_got < need || need == BRAID_RAILLIST_HDR) return ncclSuccess;
   if (braid_raillist_decode(k->list, k->list_got, &k->rails, why, sizeof why) != 0)
     return BRAID_WARN("connect to %s: %s", k->peer_str, why), ncclRemoteError;
-  k->nrails = k->rails.nrails < k->device->nrails ? k->rails.nrails : k->device->nrails;
+  int theirs = k->rails.nrails - k->rails.nbackup, mine = k->device->nrails;
+  k->nprimary = theirs < mine ? theirs : mine;
+  k->nrails = k->nprimary + (k->rails.nbackup && k->device->backup);
   k->nstreams = k->nrails * k->per_rail;
   k->state[0] = ST_DONE;
   return ncclSuccess;
@@ -174,7 +185,7 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
   switch (k->state[s]) {
     case ST_IDLE: {
       if (now < k->retry_at_ns) return ncclSuccess;
-      k->fd[s] = braid_sock_open(k->device->rail[s == 0 ? 0 : s % k->nrails]);
+      k->fd[s] = braid_sock_open(connect_local(k, s));
       if (k->fd[s] < 0) return ncclSystemError;
       const struct sockaddr_storage *to = connect_target(k, s);
       socklen_t len = to->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
@@ -217,8 +228,9 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
     k->retry_at_ns = now + 10000000ull;
     return ncclSuccess;
   }
-  BRAID_WARN("connect to %s on device %d (%s, stream %d) failed: %s", k->peer_str, k->dev,
-             k->device->name, s, strerror(err));
+  BRAID_WARN("connect to %s on device %d (%s, stream %d, %s%s) failed: %s", k->peer_str, k->dev,
+             k->device->name, s, connect_local(k, s)->name,
+             s && s % k->nrails >= k->nprimary ? ", the borrowed backup rail" : "", strerror(err));
   return ncclRemoteError;
 }
 
@@ -227,8 +239,9 @@ static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
   if (!c) return ncclSystemError;
   memcpy(c->peer, k->peer_str, sizeof c->peer);
   c->nrails = k->nrails;
+  c->nprimary = k->nprimary;
   for (int s = 0; s < k->nstreams; s++) {
-    const struct braid_iface *ifc = k->device->rail[s % k->nrails];
+    const struct braid_iface *ifc = connect_local(k, s);
     c->streams[s].fd = k->fd[s], k->fd[s] = -1;
     c->streams[s].rail = s % k->nrails;
     c->streams[s].rail_name = ifc->name;

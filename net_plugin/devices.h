@@ -17,7 +17,8 @@ struct braid_device {
   int nrails;
   const struct braid_iface *rail[BRAID_MAX_RAILS];
   const char *pci_path; /* first rail's PCI path, NULL when it has none */
-  int speed_mbps;       /* sum over rails */
+  int speed_mbps;       /* sum over rails (a backup rail's bandwidth is its own device's) */
+  const struct braid_iface *backup; /* BRAID_BACKUP_RAIL: a neighbouring device's NIC, or NULL */
 };
 
 /* Groups the n interfaces into devices; returns the count, or -1 (with a WARN) when spec names

@@ -30,7 +30,7 @@ struct listen_pending {
 
 struct listen_partial {
   uint64_t conn_id;
-  int nstreams, count, nrails;
+  int nstreams, count, nrails, nprimary;
   int fds[BRAID_MAX_STREAMS * BRAID_MAX_RAILS];
   char peer[64];
 };
@@ -39,7 +39,8 @@ struct braid_listen {
   uint8_t kind;
   int dev;
   const struct braid_device *device;
-  int fd[BRAID_MAX_RAILS];
+  int nfd;                    /* the device's rails, then its backup rail */
+  int fd[BRAID_MAX_RAILS + 1];
   uint8_t secret[BRAID_SECRET_BYTES];
   uint8_t raillist[BRAID_RAILLIST_BYTES(BRAID_MAX_RAILS)];
   size_t raillist_len;
@@ -49,8 +50,12 @@ struct braid_listen {
   int npartial;
 };
 
+static const struct braid_iface *listen_rail(const struct braid_device *d, int r) {
+  return r < d->nrails ? d->rail[r] : d->backup;
+}
+
 static void listen_free(struct braid_listen *l) {
-  for (int r = 0; r < l->device->nrails; r++)
+  for (int r = 0; r < l->nfd; r++)
     if (l->fd[r] >= 0) close(l->fd[r]);
   for (int i = 0; i < l->npending; i++) close(l->pending[i].fd);
   for (int i = 0; i < l->npartial; i++)
@@ -68,15 +73,16 @@ ncclResult_t braid_setup_listen(const struct braid_device *device, int dev, void
   l->kind = BRAID_COMM_LISTEN;
   l->dev = dev;
   l->device = device;
-  for (int r = 0; r < BRAID_MAX_RAILS; r++) l->fd[r] = -1;
-  struct braid_raillist rails = {.nrails = device->nrails};
-  for (int r = 0; r < device->nrails; r++) {
-    l->fd[r] = braid_sock_open(device->rail[r]);
+  l->nfd = device->nrails + (device->backup != NULL);
+  for (int r = 0; r <= BRAID_MAX_RAILS; r++) l->fd[r] = -1;
+  struct braid_raillist rails = {.nrails = l->nfd, .nbackup = device->backup != NULL};
+  for (int r = 0; r < l->nfd; r++) {
+    l->fd[r] = braid_sock_open(listen_rail(device, r));
     socklen_t len = sizeof rails.addr[r];
     if (l->fd[r] < 0 || listen(l->fd[r], 128) != 0 ||
         getsockname(l->fd[r], (struct sockaddr *)&rails.addr[r], &len) != 0) {
-      BRAID_WARN("listen on %s (rail %d of device %d) failed: %s", device->rail[r]->name, r, dev,
-                 strerror(errno));
+      BRAID_WARN("listen on %s (rail %d of device %d) failed: %s", listen_rail(device, r)->name, r,
+                 dev, strerror(errno));
       listen_free(l);
       return ncclSystemError;
     }
@@ -104,7 +110,7 @@ static void listen_drop(struct braid_listen *l, int i, const char *why) {
 }
 
 static void listen_accept_new(struct braid_listen *l) {
-  for (int r = 0; r < l->device->nrails; r++) {
+  for (int r = 0; r < l->nfd; r++) {
     for (;;) {
       struct sockaddr_storage sa;
       socklen_t len = sizeof sa;
@@ -129,7 +135,9 @@ static int secret_equal(const uint8_t *a, const uint8_t *b) {
 /* Files a stream with a verified hello under its connection; NULL when inconsistent. */
 static struct listen_partial *listen_file(struct braid_listen *l, struct listen_pending *p,
                                           const struct braid_hello *h) {
-  int rails = h->nrails < l->device->nrails ? h->nrails : l->device->nrails;
+  int mine = l->device->nrails, theirs = h->nrails - h->nbackup;
+  int primary = theirs < mine ? theirs : mine;
+  int rails = primary + (h->nbackup && l->device->backup);
   int total = h->per_rail * rails;
   if (h->stream >= total) return NULL;
   struct listen_partial *c = NULL;
@@ -142,6 +150,7 @@ static struct listen_partial *listen_file(struct braid_listen *l, struct listen_
     c->conn_id = h->conn_id;
     c->nstreams = total;
     c->nrails = rails;
+    c->nprimary = primary;
     for (int i = 0; i < total; i++) c->fds[i] = -1;
     memcpy(c->peer, p->peer, sizeof c->peer);
   }
@@ -186,10 +195,12 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct listen_partial 
   if (!rc) return ncclSystemError;
   memcpy(rc->peer, c->peer, sizeof rc->peer);
   rc->nrails = c->nrails;
+  rc->nprimary = c->nprimary;
   for (int s = 0; s < c->nstreams; s++) {
+    int r = s % c->nrails;
     rc->streams[s].fd = c->fds[s], c->fds[s] = -1;
-    rc->streams[s].rail = s % c->nrails;
-    rc->streams[s].rail_name = l->device->rail[s % c->nrails]->name;
+    rc->streams[s].rail = r;
+    rc->streams[s].rail_name = (r < c->nprimary ? l->device->rail[r] : l->device->backup)->name;
   }
   *c = l->partial[--l->npartial];
   ncclResult_t err = braid_comm_ready(rc);

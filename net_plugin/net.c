@@ -59,6 +59,8 @@ static ncclResult_t net_discover(void) {
       n = braid_devices_group(net_ifaces, n, braid_param_str(BRAID_P_RAILS), net_devs, BRAID_MAX_DEVS);
     if (n > 0) net_ndevs = n;
     else rc = n < 0 ? ncclInvalidArgument : ncclSystemError;
+    for (int d = 0; n > 1 && braid_param_int(BRAID_P_BACKUP_RAIL) && d < n; d++)
+      if (net_devs[d].nrails == 1) net_devs[d].backup = net_devs[(d + 1) % n].rail[0];
   }
   pthread_mutex_unlock(&net_lock);
   if (rc == ncclSystemError) BRAID_WARN("no usable network interface found");

@@ -34,8 +34,17 @@ void braid_sched_params_default(struct braid_sched_params *p) {
 
 static bool valid(const struct braid_sched *s, int i) { return s && i >= 0 && i < s->nrails; }
 
-static bool carrying(const rail_t *r) {
+static bool up_state(const rail_t *r) {
   return r->state == BRAID_RAIL_ACTIVE || r->state == BRAID_RAIL_PROBING;
+}
+
+static bool carrying(const rail_t *r) { return up_state(r) && !r->standby; }
+
+/* Backup rails stand by while any primary rail is ACTIVE or PROBING. */
+static void update_standby(struct braid_sched *s) {
+  bool primary_up = false;
+  for (int i = 0; i < s->nrails; i++) primary_up |= !s->rail[i].backup && up_state(&s->rail[i]);
+  for (int i = 0; i < s->nrails; i++) s->rail[i].standby = s->rail[i].backup && primary_up;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -84,7 +93,14 @@ static void set_state(struct braid_sched *s, int i, enum braid_rail_state to,
     r->next_probe_ns = now + r->probe_gap_ns;
   }
   if (to == BRAID_RAIL_PROBING) r->probe_busy_ns = 0;
+  update_standby(s);
   emit(s, i, from, why, now);
+}
+
+void braid_sched_set_backup(struct braid_sched *s, int rail, bool backup) {
+  if (!valid(s, rail)) return;
+  s->rail[rail].backup = backup;
+  update_standby(s);
 }
 
 /* While any rail is up, some rail must carry traffic: the best DEGRADED one if need be. */
@@ -174,7 +190,7 @@ static bool probe_due(const struct braid_sched *s, int i, uint64_t now) {
   const rail_t *r = &s->rail[i];
   if (r->inflight != 0) return false;
   if (r->state == BRAID_RAIL_DEGRADED) return now >= r->next_probe_ns;
-  if (r->state != BRAID_RAIL_ACTIVE || !r->measured ||
+  if (r->state != BRAID_RAIL_ACTIVE || !r->measured || r->standby ||
       now - r->last_progress_ns < s->p.probe_interval_max_ns)
     return false;
   for (int k = 0; k < s->nrails; k++) /* passed over: others carry traffic meanwhile */

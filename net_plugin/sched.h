@@ -143,6 +143,8 @@ struct braid_sched_params {
 /* Per-rail state.  Read freely (telemetry); written only by the scheduler. */
 struct braid_sched_rail {
   enum braid_rail_state state;
+  bool backup;            /* a borrowed NIC: carries only while every primary rail is degraded or down */
+  bool standby;           /* a backup rail while some primary rail is up */
   bool measured;          /* est_Bps comes from samples, not from the prior */
   bool slow;              /* below demote_ratio * ref since slow_since_ns */
   bool late_reported;     /* LATE already queued for this silence */
@@ -237,6 +239,9 @@ size_t braid_sched_cap(const struct braid_sched *s, int rail);
 
 /* Earliest time to try reconnecting a DOWN rail (backs off with recent failures). */
 uint64_t braid_sched_retry_at(const struct braid_sched *s, int rail);
+
+/* Marks a rail as a backup (a neighbouring device's NIC borrowed for failover). */
+void braid_sched_set_backup(struct braid_sched *s, int rail, bool backup);
 
 /* Whether pick() would return `rail` as a probe now (the caller then sends a small piece). */
 bool braid_sched_probe_due(const struct braid_sched *s, int rail, uint64_t now_ns);

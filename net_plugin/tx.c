@@ -449,6 +449,7 @@ ncclResult_t braid_tx_init(struct braid_comm *c) {
   for (int r = 0; r < c->nrails; r++) nominal[r] = c->streams[r].rail_Bps;
   if (braid_sched_init(c->sched, c->nrails, NULL, nominal, braid_now_ns()) != 0)
     return ncclInternalError;
+  for (int r = c->nprimary; r < c->nrails; r++) braid_sched_set_backup(c->sched, r, true);
   c->equal = !strcmp(braid_param_str(BRAID_P_STRIPING), "equal");
   /* A short unsent queue per stream keeps a slow rail's backlog short in time. */
   int lowat = 64 << 10;

@@ -80,7 +80,7 @@ int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size
   return 0;
 }
 
-/* Hello: magic(4) version(2) stream(2) per_rail(2) nrails(2) pad(4) conn_id(8) secret(16). */
+/* Hello: magic(4) version(2) stream(2) per_rail(2) nrails(2) nbackup(2) pad(2) conn_id(8) secret(16). */
 void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYTES]) {
   memset(out, 0, BRAID_HELLO_BYTES);
   put32(out, HELLO_MAGIC);
@@ -88,6 +88,7 @@ void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYT
   put16(out + 6, h->stream);
   put16(out + 8, h->per_rail);
   put16(out + 10, h->nrails);
+  put16(out + 12, h->nbackup);
   put64(out + 16, h->conn_id);
   memcpy(out + 24, h->secret, BRAID_SECRET_BYTES);
 }
@@ -100,6 +101,9 @@ int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *
   h->stream = get16(in + 6);
   h->per_rail = get16(in + 8);
   h->nrails = get16(in + 10);
+  h->nbackup = get16(in + 12);
+  if (h->nbackup > 1 || h->nbackup >= h->nrails)
+    return snprintf(err, errlen, "hello names %u backup rails of %u", h->nbackup, h->nrails), -1;
   if (h->per_rail == 0 || h->per_rail > BRAID_MAX_STREAMS || h->nrails == 0 ||
       h->nrails > BRAID_RAILLIST_MAX || h->stream >= h->per_rail * h->nrails)
     return snprintf(err, errlen, "hello names stream %u of %u per rail on %u rails", h->stream,
@@ -130,6 +134,7 @@ size_t braid_raillist_encode(const struct braid_raillist *l, uint8_t *out) {
   out[4] = BRAID_WIRE_VERSION;
   out[5] = l->addr[0].ss_family == AF_INET ? 4 : 6;
   out[6] = (uint8_t)l->nrails;
+  out[7] = (uint8_t)l->nbackup;
   for (int r = 0; r < l->nrails; r++)
     addr_put(out + BRAID_RAILLIST_HDR + (size_t)r * BRAID_RAILLIST_ENTRY, &l->addr[r]);
   return len;
@@ -143,6 +148,8 @@ int braid_raillist_len(const uint8_t *buf, char *err, size_t errlen) {
     return snprintf(err, errlen, "rail list has address family %u", buf[5]), -1;
   if (buf[6] < 1 || buf[6] > BRAID_RAILLIST_MAX)
     return snprintf(err, errlen, "rail list has %u rails (1 to %d)", buf[6], BRAID_RAILLIST_MAX), -1;
+  if (buf[7] > 1 || buf[7] >= buf[6])
+    return snprintf(err, errlen, "rail list has %u backup rails of %u", buf[7], buf[6]), -1;
   return (int)BRAID_RAILLIST_BYTES((size_t)buf[6]);
 }
 
@@ -153,6 +160,7 @@ int braid_raillist_decode(const uint8_t *buf, size_t len, struct braid_raillist 
   if (len < (size_t)need) return snprintf(err, errlen, "truncated rail list"), -1;
   memset(l, 0, sizeof *l);
   l->nrails = buf[6];
+  l->nbackup = buf[7];
   for (int r = 0; r < l->nrails; r++) {
     const uint8_t *p = buf + BRAID_RAILLIST_HDR + (size_t)r * BRAID_RAILLIST_ENTRY;
     uint16_t port;

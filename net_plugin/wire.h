@@ -41,6 +41,7 @@ struct braid_hello {
   uint16_t stream;
   uint16_t per_rail; /* streams per rail, 1..BRAID_MAX_STREAMS */
   uint16_t nrails;   /* the connector's rails, 1..BRAID_RAILLIST_MAX */
+  uint16_t nbackup;  /* of which backup rails (0 or 1) */
 };
 
 void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYTES]);
@@ -48,7 +49,8 @@ int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *
                        size_t errlen);
 
 /* The listener's rail list, sent on stream 0 right after its hello is accepted (it does not fit in
- * the handle): magic(4) version(1) family(1) nrails(1) pad(1), then port(2) addr(16) per rail. */
+ * the handle): magic(4) version(1) family(1) nrails(1) nbackup(1), then port(2) addr(16) per
+ * rail, backup rails last. */
 #define BRAID_RAILLIST_MAX 16
 #define BRAID_RAILLIST_HDR 8
 #define BRAID_RAILLIST_ENTRY 18
@@ -56,6 +58,7 @@ int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *
 
 struct braid_raillist {
   int nrails;
+  int nbackup; /* the last nbackup entries are backup rails (0 or 1) */
   struct sockaddr_storage addr[BRAID_RAILLIST_MAX];
 };
 

@@ -36,9 +36,11 @@ run() {
               --rendezvous 10.77.0.1:$port)
   $NB --prefix $P exec 1 "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1 & local p1=$!
   $NB --prefix $P exec 0 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 & local p0=$!
+  local nic=1
+  [ "$fault" = cut0 ] && fault=cut nic=0
   if [ -n "$fault" ]; then
-    sleep 1; $NB --prefix $P "$fault" 0 1 >/dev/null
-    sleep 2; $NB --prefix $P restore 0 1 >/dev/null
+    sleep 1; $NB --prefix $P "$fault" 0 $nic >/dev/null
+    sleep 2; $NB --prefix $P restore 0 $nic >/dev/null
   fi
   wait $p0; local rc0=$?
   wait $p1; local rc1=$?
@@ -63,6 +65,13 @@ for fault in cut blackhole; do
     else bad "rail $fault restored (rail 1 not re-admitted)"; fi
   else bad "rail $fault mid-run"; fi
 done
+
+# Single-NIC devices (BRAID_RAILS=eth0;eth1;...) with a borrowed backup rail: the device's own
+# NIC is cut mid-run; the run completes over the neighbour's NIC.
+if BRAID_RAILS="eth0;eth1;eth2;eth3" BRAID_BACKUP_RAIL=1 run backup cut0; then
+  if grep -q "rail 0 (eth0).*-> down" "$tmp/r0"; then ok "single-NIC device: own NIC cut, completed over the borrowed rail"
+  else bad "backup rail (rail 0 never reported down)"; fi
+else bad "backup rail"; fi
 
 $NB --prefix $P shape 0 2 20mbit >/dev/null
 if run slow "" && grep -q "rail 2 (eth2).*-> degraded" "$tmp/r0"; then ok "a rail at a tenth of the rate is demoted"

@@ -300,6 +300,23 @@ TEST_F(Sched, PassedOverActiveRailIsProbed) {
   EXPECT_FALSE(braid_sched_probe_due(&s, 1, now));
 }
 
+// A borrowed NIC carries nothing while its device's own rail is up, everything while it is down.
+TEST_F(Sched, BackupRailOnlyWhilePrimaryIsDown) {
+  Init(2);
+  braid_sched_set_backup(&s, 1, true);
+  for (int k = 0; k < 4; k++) {
+    EXPECT_EQ(0, braid_sched_pick(&s, 128 * kKiB, 1 << 20, now));
+    Deliver(0, 128 * kKiB, 40e6);
+  }
+  EXPECT_EQ(0u, R(1).bytes_acked) << "the backup stands by";
+  braid_sched_failed(&s, 0, now);
+  EXPECT_EQ(1, braid_sched_pick(&s, 128 * kKiB, 1 << 20, now)) << "primary down: backup carries";
+  Deliver(1, 128 * kKiB, 20e6);
+  braid_sched_restored(&s, 0, now);
+  EXPECT_EQ(0, braid_sched_pick(&s, 128 * kKiB, 1 << 20, now)) << "primary back: backup stands by";
+  EXPECT_TRUE(R(1).standby);
+}
+
 TEST_F(Sched, FailureForgetsInflightAndRestoreProbes) {
   Init(2);
   Deliver(0, 1 << 20, 40e6);
