@@ -166,6 +166,19 @@ static ncclResult_t irecv_v10(void *rc, int n, void **data, size_t *sizes, int *
   return braid_net_irecv(rc, n, data, sizes, tags, mh, req);
 }
 
+static ncclResult_t vdev_v9(int *d, ncclNetVDeviceProps_v9_t *p) {
+  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
+}
+static ncclResult_t vdev_v10(int *d, ncclNetVDeviceProps_v10_t *p) {
+  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
+}
+static ncclResult_t vdev_v11(int *d, ncclNetVDeviceProps_v11_t *p) {
+  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
+}
+static ncclResult_t vdev_v12(int *d, ncclNetVDeviceProps_v12_t *p) {
+  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V12) : ncclInvalidArgument;
+}
+
 /* ---------- the tables ---------- */
 
 #define COMMON_TAIL                                                                   \
@@ -190,24 +203,24 @@ EXPORT ncclNet_v9_t ncclNetPlugin_v9 = {
     .name = PLUGIN_NAME, .init = init_v9, .devices = braid_net_devices,
     .getProperties = props_v9, .listen = listen_old, .connect = connect_old,
     .accept = accept_any, .regMr = braid_net_reg_mr, .isend = isend_v9, .irecv = irecv_v9,
-    .makeVDevice = NULL, COMMON_TAIL};
+    .makeVDevice = vdev_v9, COMMON_TAIL};
 
 EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
     .name = PLUGIN_NAME, .init = init_v10, .devices = braid_net_devices,
     .getProperties = props_v10, .listen = listen_old, .connect = connect_v10,
     .accept = accept_any, .regMr = braid_net_reg_mr, .isend = isend_v10, .irecv = irecv_v10,
-    .makeVDevice = NULL, COMMON_TAIL};
+    .makeVDevice = vdev_v10, COMMON_TAIL};
 
 EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
     .name = PLUGIN_NAME, .init = init_v11, .devices = braid_net_devices,
     .getProperties = props_v11, .listen = braid_net_listen, .connect = connect_ctx,
     .accept = accept_any, .regMr = braid_net_reg_mr, .isend = isend_v10, .irecv = irecv_v10,
-    .makeVDevice = NULL, .finalize = braid_net_finalize, .setNetAttr = set_attr_v11,
+    .makeVDevice = vdev_v11, .finalize = braid_net_finalize, .setNetAttr = set_attr_v11,
     COMMON_TAIL};
 
 EXPORT ncclNet_v12_t ncclNetPlugin_v12 = {
     .name = PLUGIN_NAME, .init = init_v12, .devices = braid_net_devices,
     .getProperties = props_v12, .listen = braid_net_listen, .connect = connect_ctx,
     .accept = accept_any, .regMr = braid_net_reg_mr, .isend = isend_v10, .irecv = irecv_v10,
-    .makeVDevice = NULL, .finalize = braid_net_finalize, .setNetAttr = set_attr_v12,
+    .makeVDevice = vdev_v12, .finalize = braid_net_finalize, .setNetAttr = set_attr_v12,
     COMMON_TAIL};

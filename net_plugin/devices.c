@@ -67,3 +67,20 @@ int braid_devices_group(const struct braid_iface *ifc, int n, const char *spec,
   }
   return ndev;
 }
+
+int braid_devices_fuse(const struct braid_device *devs, int ndevs, const int *children, int n,
+                       struct braid_device *out, char *err, size_t errlen) {
+  if (n < 2 || n > 8) return snprintf(err, errlen, "%d devices (2 to 8 can be fused)", n), -1;
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < n; i++) {
+    int d = children[i];
+    if (d < 0 || d >= ndevs) return snprintf(err, errlen, "device %d is not a physical device", d), -1;
+    for (int j = 0; j < i; j++)
+      if (children[j] == d) return snprintf(err, errlen, "device %d is listed twice", d), -1;
+    if (out->nrails + devs[d].nrails > BRAID_MAX_RAILS)
+      return snprintf(err, errlen, "more than %d rails", BRAID_MAX_RAILS), -1;
+    for (int r = 0; r < devs[d].nrails; r++) dev_add_rail(out, devs[d].rail[r]);
+    out->children[out->nchildren++] = d;
+  }
+  return 0;
+}

@@ -19,7 +19,15 @@ struct braid_device {
   const char *pci_path; /* first rail's PCI path, NULL when it has none */
   int speed_mbps;       /* sum over rails (a backup rail's bandwidth is its own device's) */
   const struct braid_iface *backup; /* BRAID_BACKUP_RAIL: a neighbouring device's NIC, or NULL */
+  int nchildren;      /* a virtual device fused by makeVDevice: its physical devices */
+  int children[8];
 };
+
+/* Fuses physical devices children[0..n) of devs (ndevs physical ones) into out: every rail of
+ * each, in order.  0, or -1 with a reason in err (fewer than 2, too many, a bad or repeated
+ * index, too many rails). */
+int braid_devices_fuse(const struct braid_device *devs, int ndevs, const int *children, int n,
+                       struct braid_device *out, char *err, size_t errlen);
 
 /* Groups the n interfaces into devices; returns the count, or -1 (with a WARN) when spec names
  * an interface that is not selected, names one twice, or has an empty or oversized group. */

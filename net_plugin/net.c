@@ -40,7 +40,8 @@ struct braid_mr {
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct braid_iface net_ifaces[BRAID_MAX_IFACES];
 static struct braid_device net_devs[BRAID_MAX_DEVS];
-static int net_ndevs = -1; /* -1: not discovered yet */
+static int net_ndevs = -1; /* -1: not discovered yet; physical devices, then virtual ones */
+static int net_nphys;
 
 static ncclResult_t net_discover(void) {
   ncclResult_t rc = braid_params_load();
@@ -57,7 +58,7 @@ static ncclResult_t net_discover(void) {
                                 BRAID_MAX_IFACES);
     if (n > 0)
       n = braid_devices_group(net_ifaces, n, braid_param_str(BRAID_P_RAILS), net_devs, BRAID_MAX_DEVS);
-    if (n > 0) net_ndevs = n;
+    if (n > 0) net_ndevs = net_nphys = n;
     else rc = n < 0 ? ncclInvalidArgument : ncclSystemError;
     for (int d = 0; n > 1 && braid_param_int(BRAID_P_BACKUP_RAIL) && d < n; d++)
       if (net_devs[d].nrails == 1) net_devs[d].backup = net_devs[(d + 1) % n].rail[0];
@@ -145,14 +146,38 @@ ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
   p->max_comms = 65536;
   p->max_recvs = (int)braid_param_int(BRAID_P_MAX_RECVS);
   p->net_device_type = 0; /* NCCL_NET_DEVICE_HOST */
-  p->ndevs = 1;
-  p->devs[0] = dev;
+  p->ndevs = d->nchildren ? d->nchildren : 1;
+  for (int i = 0; i < p->ndevs; i++) p->devs[i] = d->nchildren ? d->children[i] : dev;
   p->max_p2p_bytes = BRAID_MSG_MAX_BYTES;
   p->max_coll_bytes = 512ull << 20;
   p->max_multi_request_size = 1;
   p->rail_id = -1;
   p->plane_id = -1;
   return ncclSuccess;
+}
+
+ncclResult_t braid_net_make_vdevice(int *d, int ndevs, const int *devs, int max) {
+  if (ndevs > max) {
+    BRAID_WARN("makeVDevice of %d devices (this ABI version allows %d)", ndevs, max);
+    return ncclInvalidArgument;
+  }
+  pthread_mutex_lock(&net_lock);
+  char why[128];
+  ncclResult_t rc = ncclSuccess;
+  if (net_ndevs < 0 || net_ndevs == BRAID_MAX_DEVS) {
+    snprintf(why, sizeof why, "no room for another device");
+    rc = ncclInternalError;
+  } else if (braid_devices_fuse(net_devs, net_nphys, devs, ndevs, &net_devs[net_ndevs], why,
+                                sizeof why) != 0) {
+    rc = ncclInvalidArgument;
+  } else {
+    *d = net_ndevs++;
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "virtual device %d = %s (%d rails, %d Mbps)", *d,
+               net_devs[*d].name, net_devs[*d].nrails, net_devs[*d].speed_mbps);
+  }
+  pthread_mutex_unlock(&net_lock);
+  if (rc) BRAID_WARN("makeVDevice failed: %s", why);
+  return rc;
 }
 
 ncclResult_t braid_net_listen(void *ctx, int dev, void *handle, void **listen_comm) {

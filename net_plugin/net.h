@@ -45,6 +45,9 @@ ncclResult_t braid_net_test(void *request, int *done, int *sizes);
 ncclResult_t braid_net_close_send(void *send_comm);
 ncclResult_t braid_net_close_recv(void *recv_comm);
 ncclResult_t braid_net_close_listen(void *listen_comm);
+/* NCCL fuses physical devices devs[0..ndevs) into a virtual one, written to *d (max: the ABI
+ * version's NCCL_NET_MAX_DEVS_PER_NIC). */
+ncclResult_t braid_net_make_vdevice(int *d, int ndevs, const int *devs, int max);
 /* v11+ hints (peers, flows); accepted and logged, nothing depends on them yet. */
 ncclResult_t braid_net_set_attr(void *ctx, int32_t max_peers, int32_t max_flows, uint32_t ops);
 

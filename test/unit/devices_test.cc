@@ -87,3 +87,29 @@ TEST(WireRailList, RoundTripAndRejects) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Devices, FuseMakesOneVirtualDeviceOfTheChildrensRails) {
+  braid_iface nics[] = {Nic("ib0", "/p/0", 200000), Nic("ib1", "/p/1", 200000), Nic("ib2", "/p/2", 100000)};
+  braid_device d[8];
+  ASSERT_EQ(braid_devices_group(nics, 3, "", d, 8), 3);
+  braid_device v;
+  char err[128];
+  int kids[] = {2, 0};
+  ASSERT_EQ(braid_devices_fuse(d, 3, kids, 2, &v, err, sizeof err), 0) << err;
+  EXPECT_STREQ(v.name, "ib2+ib0");
+  EXPECT_EQ(v.nrails, 2);
+  EXPECT_EQ(v.speed_mbps, 300000);
+  EXPECT_EQ(v.nchildren, 2);
+  EXPECT_EQ(v.children[0], 2);
+  EXPECT_EQ(v.children[1], 0);
+  int one[] = {1};
+  EXPECT_EQ(braid_devices_fuse(d, 3, one, 1, &v, err, sizeof err), -1) << "a vNIC of one device";
+  int dup[] = {1, 1};
+  EXPECT_EQ(braid_devices_fuse(d, 3, dup, 2, &v, err, sizeof err), -1);
+  int bad[] = {0, 3};
+  EXPECT_EQ(braid_devices_fuse(d, 3, bad, 2, &v, err, sizeof err), -1) << "only physical devices";
+}
+
+}  // namespace

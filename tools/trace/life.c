@@ -163,3 +163,20 @@ ncclResult_t braid_net_set_attr(void *ctx, int32_t max_peers, int32_t max_flows,
   trace_emit(&l, rc, t0, trace_now_ns(), NULL, 0, 0);
   return rc;
 }
+
+ncclResult_t braid_net_make_vdevice(int *d, int ndevs, const int *devs, int max) {
+  uint64_t t0 = trace_now_ns();
+  ncclResult_t rc = ncclInvalidUsage;
+  if (ndevs < 0 || ndevs > max || ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V12) {
+    rc = ncclInvalidArgument;
+  } else if (trace_inner_open() == ncclSuccess && netload_has(&trace_nl, NETLOAD_FN_MAKE_VDEVICE)) {
+    netload_vprops_t p = {.ndevs = ndevs};
+    for (int i = 0; i < ndevs; i++) p.devs[i] = devs[i];
+    rc = netload_make_vdevice(&trace_nl, d, &p);
+  }
+  struct trace_line l;
+  trace_line_begin(&l, "make_vdevice", t0);
+  trace_line_add(&l, "ndevs=%d dev=%d", ndevs, rc == ncclSuccess ? *d : -1);
+  trace_emit(&l, rc, t0, trace_now_ns(), NULL, 0, 0);
+  return rc;
+}
