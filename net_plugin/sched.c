@@ -285,6 +285,7 @@ void braid_sched_sent(struct braid_sched *s, int i, size_t bytes, uint64_t now_n
 
 static void busy_account(rail_t *r, uint64_t now) {
   if (r->inflight > 0 && now > r->busy_mark_ns) {
+    if (r->win_busy_ns == 0) r->win_start_ns = r->busy_mark_ns;
     r->win_busy_ns += now - r->busy_mark_ns;
     r->busy_mark_ns = now;
   }
@@ -297,9 +298,12 @@ static void delay_update(rail_t *r, uint64_t sent, uint64_t now) {
 }
 
 /* First sample replaces the prior; later ones weigh by their busy time against est_tau_ns. */
+/* An estimate last fed more than stale_ns ago says nothing about now (a rail that carried only
+ * sparse probes since): the next sample replaces it instead of nudging it. */
 static void est_update(const struct braid_sched_params *p, rail_t *r, double sample,
-                       uint64_t busy) {
-  if (!r->measured) {
+                       uint64_t busy, uint64_t now) {
+  uint64_t stale_ns = p->probe_interval_max_ns;
+  if (!r->measured || now - r->est_at_ns > stale_ns) {
     r->est_Bps = sample;
     r->measured = true;
   } else {
@@ -307,6 +311,7 @@ static void est_update(const struct braid_sched_params *p, rail_t *r, double sam
     r->est_Bps += a * (sample - r->est_Bps);
   }
   if (r->est_Bps < MIN_BPS) r->est_Bps = MIN_BPS;
+  r->est_at_ns = now;
 }
 
 /* DEGRADED: a healthy probe starts an evaluation, a slow one backs the probes off. */
@@ -340,7 +345,7 @@ static void close_window(struct braid_sched *s, int i, uint64_t now) {
   double sample = (double)r->win_bytes * NS_PER_S / (double)busy;
   r->win_busy_ns = 0;
   r->win_bytes = 0;
-  est_update(&s->p, r, sample, busy);
+  est_update(&s->p, r, sample, busy, now);
   if (r->state == BRAID_RAIL_DEGRADED) degraded_sample(s, i, sample, now);
   else if (r->state == BRAID_RAIL_PROBING) probing_sample(s, i, busy, now);
 }
@@ -350,6 +355,8 @@ void braid_sched_acked(struct braid_sched *s, int i, size_t bytes, uint64_t sent
   if (!valid(s, i) || s->rail[i].state == BRAID_RAIL_DOWN) return;
   rail_t *r = &s->rail[i];
   if (bytes > r->inflight) bytes = r->inflight; /* never below zero, whatever the caller does */
+  if (r->win_busy_ns && now_ns - r->win_start_ns > s->p.probe_interval_max_ns)
+    r->win_busy_ns = r->win_bytes = 0; /* a window that old mixes two different rails: restart */
   busy_account(r, now_ns);
   r->inflight -= bytes;
   if (r->inflight_chunks > 0) r->inflight_chunks--;
@@ -359,7 +366,10 @@ void braid_sched_acked(struct braid_sched *s, int i, size_t bytes, uint64_t sent
   r->stall_reported = false;
   r->late_reported = false;
   delay_update(r, sent_ns, now_ns);
-  if (r->win_busy_ns > 0 && r->win_bytes > 0 && r->win_busy_ns >= s->p.est_window_ns)
+  /* A rail fed only sparse probes never gathers est_window_ns of busy time: when its estimate is
+   * stale, each probe that empties it is a sample of its own. */
+  bool stale = r->inflight == 0 && now_ns - r->est_at_ns > s->p.probe_interval_max_ns;
+  if (r->win_busy_ns > 0 && r->win_bytes > 0 && (r->win_busy_ns >= s->p.est_window_ns || stale))
     close_window(s, i, now_ns);
 }
 

@@ -155,6 +155,8 @@ struct braid_sched_rail {
   size_t inflight;        /* bytes sent and not yet acked */
   uint32_t inflight_chunks;
   uint64_t busy_mark_ns;  /* busy time is accounted up to here (while inflight > 0) */
+  uint64_t est_at_ns;     /* when est_Bps was last updated from a sample */
+  uint64_t win_start_ns;  /* when the open sample window got its first busy time */
   uint64_t win_busy_ns;   /* open sample window: busy time and acked bytes */
   uint64_t win_bytes;
   uint64_t last_progress_ns; /* last ack, or when the rail last became busy */

@@ -296,7 +296,8 @@ TEST_F(Sched, PassedOverActiveRailIsProbed) {
   braid_sched_sent(&s, 0, 256 * kKiB, now);
   EXPECT_TRUE(braid_sched_probe_due(&s, 1, now));
   EXPECT_EQ(1, braid_sched_pick(&s, 128 * kKiB, 4 << 20, now));
-  Deliver(1, 64 * kKiB, 40e6);  // it has recovered
+  Deliver(1, 16 * kKiB, 40e6);  // one small probe, far less than a sample window of busy time
+  EXPECT_GT(R(1).est_Bps, 30e6) << "a stale estimate is replaced by the probe's sample";
   EXPECT_FALSE(braid_sched_probe_due(&s, 1, now));
 }
 
