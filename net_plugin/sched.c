@@ -300,10 +300,12 @@ static void delay_update(rail_t *r, uint64_t sent, uint64_t now) {
 /* First sample replaces the prior; later ones weigh by their busy time against est_tau_ns. */
 /* An estimate last fed more than stale_ns ago says nothing about now (a rail that carried only
  * sparse probes since): the next sample replaces it instead of nudging it. */
-static void est_update(const struct braid_sched_params *p, rail_t *r, double sample,
+/* Returns true when the estimate was stale and replaced. */
+static bool est_update(const struct braid_sched_params *p, rail_t *r, double sample,
                        uint64_t busy, uint64_t now) {
   uint64_t stale_ns = p->probe_interval_max_ns;
-  if (!r->measured || now - r->est_at_ns > stale_ns) {
+  bool stale = r->measured && now - r->est_at_ns > stale_ns;
+  if (!r->measured || stale) {
     r->est_Bps = sample;
     r->measured = true;
   } else {
@@ -312,6 +314,7 @@ static void est_update(const struct braid_sched_params *p, rail_t *r, double sam
   }
   if (r->est_Bps < MIN_BPS) r->est_Bps = MIN_BPS;
   r->est_at_ns = now;
+  return stale;
 }
 
 /* DEGRADED: a healthy probe starts an evaluation, a slow one backs the probes off. */
@@ -345,8 +348,13 @@ static void close_window(struct braid_sched *s, int i, uint64_t now) {
   double sample = (double)r->win_bytes * NS_PER_S / (double)busy;
   r->win_busy_ns = 0;
   r->win_bytes = 0;
-  est_update(&s->p, r, sample, busy, now);
-  if (r->state == BRAID_RAIL_DEGRADED) degraded_sample(s, i, sample, now);
+  double before = r->est_Bps;
+  bool stale = est_update(&s->p, r, sample, busy, now);
+  /* A passed-over rail whose probe looks much faster than it was (it may have recovered, or a
+   * shaper's token bucket filled while it idled): evaluated under PROBING's cap first. */
+  if (stale && r->state == BRAID_RAIL_ACTIVE && sample > 2 * before)
+    set_state(s, i, BRAID_RAIL_PROBING, BRAID_SCHED_PROBE_OK, now);
+  else if (r->state == BRAID_RAIL_DEGRADED) degraded_sample(s, i, sample, now);
   else if (r->state == BRAID_RAIL_PROBING) probing_sample(s, i, busy, now);
 }
 
