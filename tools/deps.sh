@@ -5,7 +5,8 @@
 set -euo pipefail
 what=${1:-build}
 pkgs=(gcc g++ make)
-if [ "$what" = test ]; then pkgs+=(libgtest-dev clang libclang-rt-dev iproute2 procps); fi
+if [ "$what" = test ]; then pkgs+=(libgtest-dev clang libclang-rt-dev iproute2 nftables procps); fi
+if [ "$what" = bench ]; then pkgs+=(iproute2 nftables iperf3 bc gnuplot-nox); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
