@@ -31,6 +31,7 @@ suite unit-sanitized env BRAID_PLUGIN_PATH=build/san/libnccl-net-braid.so ./buil
 suite integration ./test/integration/run.sh build
 suite integration-sanitized ./test/integration/run.sh build/san
 suite netbed ./test/integration/netbed_test.sh build
+suite netbed-sanitized ./test/integration/netbed_test.sh build/san
 suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 
 echo
