@@ -1,5 +1,6 @@
 #include "telemetry.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -12,9 +13,12 @@
 #define TELEMETRY_SLOTS 4096
 
 static struct braid_rail_stats telemetry_slots[TELEMETRY_SLOTS];
+/* Guards slot labels between add/remove and readers (rare); counters are atomics. */
+static pthread_mutex_t telemetry_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint_fast64_t telemetry_next_ns;
 
 struct braid_rail_stats *braid_telemetry_add(int dev, int rail, const char *peer, const char *nic) {
+  pthread_mutex_lock(&telemetry_lock);
   for (int i = 0; i < TELEMETRY_SLOTS; i++) {
     int free_slot = 0;
     if (!atomic_compare_exchange_strong(&telemetry_slots[i].in_use, &free_slot, 2)) continue;
@@ -26,15 +30,20 @@ struct braid_rail_stats *braid_telemetry_add(int dev, int rail, const char *peer
     atomic_store(&s->failovers, 0), atomic_store(&s->demotions, 0);
     atomic_store(&s->state, 0), atomic_store(&s->est_bps, 0);
     atomic_store(&s->in_use, 1); /* published: readers see the labels complete */
+    pthread_mutex_unlock(&telemetry_lock);
     return s;
   }
+  pthread_mutex_unlock(&telemetry_lock);
   BRAID_WARN_ONCE("telemetry registry full (%d rails): further rails are not reported",
                   TELEMETRY_SLOTS);
   return NULL;
 }
 
 void braid_telemetry_remove(struct braid_rail_stats *s) {
-  if (s) atomic_store(&s->in_use, 0);
+  if (!s) return;
+  pthread_mutex_lock(&telemetry_lock);
+  atomic_store(&s->in_use, 0);
+  pthread_mutex_unlock(&telemetry_lock);
 }
 
 static const char *const telemetry_metrics[][3] = {
@@ -64,6 +73,7 @@ int braid_telemetry_write(const char *path) {
   snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
   FILE *f = fopen(tmp, "w");
   if (!f) return -1;
+  pthread_mutex_lock(&telemetry_lock);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   fprintf(f, "# HELP braid_metrics_time_seconds When this file was written\n"
@@ -80,6 +90,7 @@ int braid_telemetry_write(const char *path) {
               (unsigned long long)telemetry_value(s, m));
     }
   }
+  pthread_mutex_unlock(&telemetry_lock);
   int rc = fclose(f);
   if (rc == 0) rc = rename(tmp, path);
   if (rc != 0) unlink(tmp);
@@ -112,6 +123,7 @@ __attribute__((visibility("default"))) int braid_snapshot_v1(struct braid_snapsh
   out->version = BRAID_SNAPSHOT_VERSION_1;
   out->nrails = out->total = out->reserved = 0;
   out->taken_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  pthread_mutex_lock(&telemetry_lock);
   for (int i = 0; i < TELEMETRY_SLOTS; i++) {
     struct braid_rail_stats *s = &telemetry_slots[i];
     if (atomic_load(&s->in_use) != 1) continue;
@@ -124,5 +136,6 @@ __attribute__((visibility("default"))) int braid_snapshot_v1(struct braid_snapsh
     memcpy(r->peer, s->peer, sizeof r->peer);
     memcpy(r->nic, s->nic, sizeof r->nic);
   }
+  pthread_mutex_unlock(&telemetry_lock);
   return 0;
 }

@@ -26,6 +26,8 @@ suite build make -j"$JOBS" all build/unit-tests build/libnccl-net-chaos.so
 suite build-sanitized make -j"$JOBS" SAN=1 OPT=-O1 BUILD=build/san build/san/libnccl-net-braid.so \
   build/san/braid-perf build/san/unit-tests build/san/libnccl-net-braidtrace.so build/san/braid-trace-shape \
   build/san/libnccl-net-chaos.so
+suite build-tsan make -j"$JOBS" SAN=thread OPT=-O1 BUILD=build/tsan build/tsan/threads-test
+suite threads-tsan env TSAN_OPTIONS=halt_on_error=1 ./build/tsan/threads-test
 suite unit env BRAID_PLUGIN_PATH=build/libnccl-net-braid.so ./build/unit-tests
 suite unit-sanitized env BRAID_PLUGIN_PATH=build/san/libnccl-net-braid.so ./build/san/unit-tests
 suite integration ./test/integration/run.sh build
