@@ -10,6 +10,7 @@
 #include "log.h"
 #include "param.h"
 #include "sock.h"
+#include "rejoin.h"
 #include "telemetry.h"
 
 uint64_t braid_now_ns(void) {
@@ -34,7 +35,7 @@ struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstrea
     braid_comm_free(c);
     return NULL;
   }
-  for (int i = 0; i < nstreams; i++) c->streams[i].fd = -1;
+  for (int i = 0; i < nstreams; i++) c->streams[i].fd = c->streams[i].join_fd = -1;
   for (int i = 0; i < c->nreqs; i++) {
     c->reqs[i].index = i;
     c->free_reqs[i] = c->nreqs - 1 - i;
@@ -50,7 +51,10 @@ struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstrea
 
 ncclResult_t braid_comm_ready(struct braid_comm *c) {
   c->acks = c->nstreams > 1;
-  for (int i = 0; i < c->nstreams; i++) braid_sock_tune(c->streams[i].fd);
+  for (int i = 0; i < c->nstreams; i++) {
+    if (c->streams[i].fd >= 0) braid_sock_tune(c->streams[i].fd);
+    else c->streams[i].dead = true; /* did not connect at set-up: rejoins later */
+  }
   if (c->kind == BRAID_COMM_SEND)
     for (int r = 0; r < c->nrails && r < 16; r++)
       c->stats[r] = braid_telemetry_add(c->dev, r, c->peer, c->streams[r].rail_name);
@@ -80,6 +84,7 @@ void braid_comm_free(struct braid_comm *c) {
   if (!c) return;
   if (c->kind == BRAID_COMM_SEND) comm_summary(c);
   for (int r = 0; r < 16; r++) braid_telemetry_remove(c->stats[r]);
+  braid_rejoin_free(c);
   braid_tx_free(c);
   braid_rx_free(c);
   for (int i = 0; c->streams && i < c->nstreams; i++)

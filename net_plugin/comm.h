@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include "nccl_plugin/common.h"
+#include "ifaces.h"
 #include "wire.h"
 
 #define BRAID_RECV_REQS 32            /* NCCL_NET_MAX_REQUESTS */
@@ -100,6 +101,10 @@ struct braid_rxmsg {
 struct braid_stream {
   int fd;
   int rail;
+  /* rejoin (rejoin.c): a broken or missing stream reconnected */
+  int join_fd, join_state;
+  size_t join_sent;
+  uint64_t join_at_ns, join_backoff_ns;
   const char *rail_name; /* the local NIC, for logs */
   double rail_Bps;       /* its nominal speed */
   bool dead;               /* with acks: broken for good (error or reset); others carry on */
@@ -164,6 +169,17 @@ struct braid_comm {
   size_t unexpected_bytes, unexpected_max;
   int nunexpected; /* buffered messages not yet matched to a receive */
   char *sink;      /* scratch for discarded payload */
+  /* rejoin (rejoin.c): both ends know the connection id and secret; the receiver keeps its
+   * listening sockets, the sender where each rail goes */
+  uint64_t conn_id;
+  uint8_t secret[BRAID_SECRET_BYTES];
+  int nlisten;
+  int listen_fd[17];
+  struct { int fd; uint8_t hello[BRAID_HELLO_BYTES]; size_t got; uint64_t deadline_ns; } join[8];
+  int njoin;
+  uint64_t next_join_ns;
+  struct sockaddr_storage rail_addr[16];
+  const struct braid_iface *rail_ifc[16];
   /* diagnosis (diag.c) */
   unsigned diag_generation;
   uint64_t test_calls;

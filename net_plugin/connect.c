@@ -22,7 +22,10 @@
 
 #define MAX_STREAMS (BRAID_MAX_STREAMS * BRAID_MAX_RAILS)
 
-enum { ST_IDLE, ST_CONNECTING, ST_HELLO, ST_LIST, ST_DONE };
+enum { ST_IDLE, ST_CONNECTING, ST_HELLO, ST_LIST, ST_DONE, ST_FAILED };
+
+#define RAIL_WAIT_NS 2000000000ull /* a rail past stream 0 that cannot connect this long is left
+                                    * out; the connection starts without it and it rejoins later */
 
 struct braid_connect {
   struct braid_connect *next; /* in the list of unfinished connects */
@@ -34,7 +37,7 @@ struct braid_connect {
   uint8_t list[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];
   size_t list_got;
   char peer_str[64];
-  uint64_t conn_id, deadline_ns, retry_at_ns;
+  uint64_t conn_id, deadline_ns, rail_deadline_ns, retry_at_ns;
   int fd[MAX_STREAMS], state[MAX_STREAMS];
   size_t hello_sent[MAX_STREAMS];
 };
@@ -114,6 +117,7 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
   braid_sockaddr_str((struct sockaddr *)&h.addr, k->peer_str, sizeof k->peer_str);
   braid_random(&k->conn_id, sizeof k->conn_id);
   k->deadline_ns = braid_now_ns() + (uint64_t)braid_param_int(BRAID_P_TIMEOUT_MS) * 1000000ull;
+  k->rail_deadline_ns = braid_now_ns() + RAIL_WAIT_NS;
   for (int s = 0; s < MAX_STREAMS; s++) k->fd[s] = -1;
   pthread_mutex_lock(&connect_lock);
   while (!connect_cookie) braid_random(&connect_cookie, sizeof connect_cookie);
@@ -197,7 +201,13 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
     }
     case ST_CONNECTING: {
       struct pollfd pfd = {.fd = k->fd[s], .events = POLLOUT};
-      if (poll(&pfd, 1, 0) <= 0) return ncclSuccess;
+      if (poll(&pfd, 1, 0) <= 0) {
+        if (s > 0 && now > k->rail_deadline_ns) { /* a SYN into a black hole */
+          errno = ETIMEDOUT;
+          break;
+        }
+        return ncclSuccess;
+      }
       int err = 0;
       socklen_t len = sizeof err;
       getsockopt(k->fd[s], SOL_SOCKET, SO_ERROR, &err, &len);
@@ -223,9 +233,17 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
   k->fd[s] = -1;
   k->state[s] = ST_IDLE;
   k->hello_sent[s] = 0;
-  bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET;
-  if (retry && now < k->deadline_ns) {
+  bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET ||
+               (s > 0 && (err == ENETUNREACH || err == EHOSTUNREACH));
+  if (retry && now < (s == 0 ? k->deadline_ns : k->rail_deadline_ns)) {
     k->retry_at_ns = now + 10000000ull;
+    return ncclSuccess;
+  }
+  if (s > 0) { /* the connection can start on the other rails */
+    BRAID_WARN("connect to %s on device %d (%s, stream %d, %s) failed: %s; starting without it, "
+               "it rejoins when it can connect", k->peer_str, k->dev, k->device->name, s,
+               connect_local(k, s)->name, strerror(err));
+    k->state[s] = ST_FAILED;
     return ncclSuccess;
   }
   BRAID_WARN("connect to %s on device %d (%s, stream %d, %s%s) failed: %s", k->peer_str, k->dev,
@@ -240,6 +258,12 @@ static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
   memcpy(c->peer, k->peer_str, sizeof c->peer);
   c->nrails = k->nrails;
   c->nprimary = k->nprimary;
+  c->conn_id = k->conn_id;
+  memcpy(c->secret, k->peer.secret, sizeof c->secret);
+  for (int r = 0; r < k->nrails; r++) {
+    c->rail_ifc[r] = connect_local(k, r == 0 ? 0 : r);
+    c->rail_addr[r] = r == 0 ? k->peer.addr : *connect_target(k, r);
+  }
   for (int s = 0; s < k->nstreams; s++) {
     const struct braid_iface *ifc = connect_local(k, s);
     c->streams[s].fd = k->fd[s], k->fd[s] = -1;
@@ -273,7 +297,7 @@ ncclResult_t braid_setup_connect(void *owner, const struct braid_device *device,
       connect_free(k);
       return rc;
     }
-    done += k->state[s] == ST_DONE;
+    done += k->state[s] == ST_DONE || k->state[s] == ST_FAILED;
   }
   if (done < k->nstreams || k->nrails == 0) return ncclSuccess;
   ncclResult_t rc = connect_finish(k, send_comm);

@@ -19,6 +19,7 @@
 
 #define LISTEN_PENDING 64 /* streams waiting for their hello */
 #define LISTEN_PARTIAL 8  /* connections with some streams still to come */
+#define LISTEN_JOIN_WAIT_NS 2000000000ull /* then a connection starts without its missing rails */
 
 struct listen_pending {
   int fd;
@@ -31,6 +32,7 @@ struct listen_pending {
 struct listen_partial {
   uint64_t conn_id;
   int nstreams, count, nrails, nprimary;
+  uint64_t first_ns;
   int fds[BRAID_MAX_STREAMS * BRAID_MAX_RAILS];
   char peer[64];
 };
@@ -151,6 +153,7 @@ static struct listen_partial *listen_file(struct braid_listen *l, struct listen_
     c->nstreams = total;
     c->nrails = rails;
     c->nprimary = primary;
+    c->first_ns = braid_now_ns();
     for (int i = 0; i < total; i++) c->fds[i] = -1;
     memcpy(c->peer, p->peer, sizeof c->peer);
   }
@@ -202,6 +205,15 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct listen_partial 
     rc->streams[s].rail = r;
     rc->streams[s].rail_name = (r < c->nprimary ? l->device->rail[r] : l->device->backup)->name;
   }
+  rc->conn_id = c->conn_id;
+  memcpy(rc->secret, l->secret, sizeof rc->secret);
+  if (c->nstreams > 1) { /* the listening sockets stay, for streams that rejoin */
+    for (int r = 0; r < l->nfd; r++) rc->listen_fd[r] = l->fd[r], l->fd[r] = -1;
+    rc->nlisten = l->nfd;
+  }
+  if (c->count < c->nstreams)
+    BRAID_WARN("connection from %s on device %d starts with %d of %d streams; the missing rails "
+               "join when they can connect", rc->peer, l->dev, c->count, c->nstreams);
   *c = l->partial[--l->npartial];
   ncclResult_t err = braid_comm_ready(rc);
   if (err) return braid_comm_free(rc), err;
@@ -225,6 +237,10 @@ ncclResult_t braid_setup_accept(void *listen_comm, void **recv_comm) {
     struct listen_partial *c = listen_hello(l, i, now, &dropped);
     if (c || dropped) i--;
     if (c && c->count == c->nstreams) return listen_finish(l, c, recv_comm);
+  }
+  for (int i = 0; i < l->npartial; i++) { /* stream 0 is there, other rails never came */
+    struct listen_partial *c = &l->partial[i];
+    if (c->fds[0] >= 0 && now > c->first_ns + LISTEN_JOIN_WAIT_NS) return listen_finish(l, c, recv_comm);
   }
   return ncclSuccess;
 }

@@ -15,6 +15,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "rejoin.h"
 
 #define RX_DIRECT_MIN 1024   /* payload remainders at least this big are read straight in */
 #define RX_SINK_BYTES 65536
@@ -367,6 +368,7 @@ static void rx_send_acks(struct braid_comm *c) {
 }
 
 ncclResult_t braid_rx_progress(struct braid_comm *c, bool read) {
+  if (c->nlisten && read) braid_rejoin_accept(c, braid_now_ns());
   int closed = 0;
   for (int i = 0; i < c->nstreams && !c->err; i++) {
     rx_stream(c, &c->streams[i], read);

@@ -21,6 +21,7 @@
 #include "comm.h"
 #include "log.h"
 #include "param.h"
+#include "rejoin.h"
 #include "sched.h"
 #include "telemetry.h"
 
@@ -405,6 +406,7 @@ static ncclResult_t tx_schedule(struct braid_comm *c, uint64_t now) {
 
 static ncclResult_t tx_progress_rails(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
+  braid_rejoin_connect(c, now);
   for (int i = 0; i < c->nstreams && !c->err; i++) {
     struct braid_stream *s = &c->streams[i];
     if (s->dead) continue;
@@ -432,7 +434,8 @@ static ncclResult_t tx_progress_rails(struct braid_comm *c) {
   }
   int alive = 0;
   for (int i = 0; i < c->nstreams; i++) alive += !c->streams[i].dead;
-  if (!alive) return braid_comm_fail(c, ncclRemoteError, "every stream to the peer has failed");
+  if (!alive && c->pending_bytes)
+    return braid_comm_fail(c, ncclRemoteError, "every stream to the peer has failed");
   return tx_schedule(c, now);
 }
 
@@ -450,6 +453,11 @@ ncclResult_t braid_tx_init(struct braid_comm *c) {
   if (braid_sched_init(c->sched, c->nrails, NULL, nominal, braid_now_ns()) != 0)
     return ncclInternalError;
   for (int r = c->nprimary; r < c->nrails; r++) braid_sched_set_backup(c->sched, r, true);
+  for (int r = 0; r < c->nrails; r++) { /* a rail that did not connect starts down */
+    bool up = false;
+    for (int i = r; i < c->nstreams; i += c->nrails) up |= !c->streams[i].dead;
+    if (!up) braid_sched_failed(c->sched, r, braid_now_ns());
+  }
   c->equal = !strcmp(braid_param_str(BRAID_P_STRIPING), "equal");
   /* A short unsent queue per stream keeps a slow rail's backlog short in time. */
   int lowat = 64 << 10;

@@ -80,7 +80,7 @@ int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size
   return 0;
 }
 
-/* Hello: magic(4) version(2) stream(2) per_rail(2) nrails(2) nbackup(2) pad(2) conn_id(8) secret(16). */
+/* Hello: magic(4) version(2) stream(2) per_rail(2) nrails(2) nbackup(2) flags(2) conn_id(8) secret(16). */
 void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYTES]) {
   memset(out, 0, BRAID_HELLO_BYTES);
   put32(out, HELLO_MAGIC);
@@ -89,6 +89,7 @@ void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYT
   put16(out + 8, h->per_rail);
   put16(out + 10, h->nrails);
   put16(out + 12, h->nbackup);
+  put16(out + 14, h->flags);
   put64(out + 16, h->conn_id);
   memcpy(out + 24, h->secret, BRAID_SECRET_BYTES);
 }
@@ -102,6 +103,8 @@ int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *
   h->per_rail = get16(in + 8);
   h->nrails = get16(in + 10);
   h->nbackup = get16(in + 12);
+  h->flags = get16(in + 14);
+  if (h->flags & ~BRAID_HELLO_REJOIN) return snprintf(err, errlen, "hello has unknown flags 0x%x", h->flags), -1;
   if (h->nbackup > 1 || h->nbackup >= h->nrails)
     return snprintf(err, errlen, "hello names %u backup rails of %u", h->nbackup, h->nrails), -1;
   if (h->per_rail == 0 || h->per_rail > BRAID_MAX_STREAMS || h->nrails == 0 ||

@@ -42,7 +42,10 @@ struct braid_hello {
   uint16_t per_rail; /* streams per rail, 1..BRAID_MAX_STREAMS */
   uint16_t nrails;   /* the connector's rails, 1..BRAID_RAILLIST_MAX */
   uint16_t nbackup;  /* of which backup rails (0 or 1) */
+  uint16_t flags;    /* BRAID_HELLO_REJOIN: replaces a broken or missing stream of conn_id */
 };
+
+#define BRAID_HELLO_REJOIN 1
 
 void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYTES]);
 int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *h, char *err,
