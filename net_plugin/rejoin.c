@@ -18,6 +18,7 @@
 #define JOIN_BACKOFF_MAX_NS 2000000000ull  /* ... doubling up to 2 s */
 #define JOIN_ACCEPT_EVERY_NS 50000000ull
 #define JOIN_HELLO_WAIT_NS 5000000000ull
+#define JOIN_CONNECT_WAIT_NS 1000000000ull
 
 enum { J_IDLE, J_CONNECTING, J_HELLO };
 
@@ -68,10 +69,16 @@ static void join_step(struct braid_comm *c, struct braid_stream *s, uint64_t now
         (connect(s->join_fd, (const struct sockaddr *)to, len) != 0 && errno != EINPROGRESS))
       return join_retry_later(s, now);
     s->join_state = J_CONNECTING;
+    s->join_at_ns = now; /* from now: when this attempt started */
   }
   if (s->join_state == J_CONNECTING) {
     struct pollfd pfd = {.fd = s->join_fd, .events = POLLOUT};
-    if (poll(&pfd, 1, 0) <= 0) return;
+    if (poll(&pfd, 1, 0) <= 0) {
+      /* A SYN into a cut or black-holed rail: try afresh rather than wait out the kernel's
+       * exponential SYN retries. */
+      if (now - s->join_at_ns > JOIN_CONNECT_WAIT_NS) join_retry_later(s, now);
+      return;
+    }
     int err = 0;
     socklen_t len = sizeof err;
     getsockopt(s->join_fd, SOL_SOCKET, SO_ERROR, &err, &len);
