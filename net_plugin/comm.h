@@ -158,6 +158,7 @@ struct braid_comm {
   struct braid_chunk *chunk_free;     /* recycled chunk records */
   struct braid_sched *sched;          /* with acks */
   bool equal;                         /* BRAID_STRIPING=equal */
+  uint32_t suspect;                   /* rails stalled, failed once their TCP path shows dead */
   unsigned rr;
   struct braid_rail_stats *stats[16]; /* per rail, NULL when not reported */
   uint64_t next_tick_ns;
@@ -169,6 +170,8 @@ struct braid_comm {
   size_t unexpected_bytes, unexpected_max;
   int nunexpected; /* buffered messages not yet matched to a receive */
   char *sink;      /* scratch for discarded payload */
+  uint64_t last_ack_ns;      /* receiver: when acknowledgements last went out */
+  uint64_t last_ack_read_ns; /* sender: when acknowledgements were last read */
   /* rejoin (rejoin.c): both ends know the connection id and secret; the receiver keeps its
    * listening sockets, the sender where each rail goes */
   uint64_t conn_id;

@@ -353,17 +353,36 @@ static void rx_stream(struct braid_comm *c, struct braid_stream *s, bool read) {
   }
 }
 
-/* With acks: tells the sender how many frames each stream has delivered (cumulative). */
+/* With acks: tells the sender how many frames each stream has delivered (cumulative).  Acks are
+ * batched: a stream's go out once it has RX_ACK_BATCH new frames, or RX_ACK_DELAY_NS after the
+ * last ones (small sends complete at the sender without waiting; large ones wait that long more
+ * at most), so a stream of small messages costs an ack per batch, not one per message. */
+#define RX_ACK_BATCH 8
+#define RX_ACK_DELAY_NS 100000ull
+
+/* Batching is only safe while a posted receive is still incomplete (NCCL will call test again);
+ * otherwise no further call may come, and the sender must not wait on us. */
+static bool rx_waiting(const struct braid_comm *c) {
+  for (int i = 0; i < c->nreqs; i++)
+    if (c->reqs[i].kind == BRAID_REQ_RECV && !c->reqs[i].done) return true;
+  return false;
+}
+
 static void rx_send_acks(struct braid_comm *c) {
+  uint64_t now = braid_now_ns();
+  bool due = now - c->last_ack_ns >= RX_ACK_DELAY_NS || !rx_waiting(c);
   for (int i = 0; i < c->nstreams; i++) {
     struct braid_stream *s = &c->streams[i];
     if (s->dead || s->frames_recvd == s->frames_ack_sent) continue;
+    if (!due && s->frames_recvd - s->frames_ack_sent < RX_ACK_BATCH) continue;
     struct braid_frame f = {.type = BRAID_FRAME_ACK, .seq = s->frames_recvd};
     uint8_t hdr[BRAID_FRAME_HDR_BYTES];
     braid_frame_encode(&f, hdr);
     /* 40 bytes into a send buffer the receiver otherwise leaves empty: all or nothing. */
-    if (send(s->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof hdr)
+    if (send(s->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof hdr) {
       s->frames_ack_sent = s->frames_recvd;
+      c->last_ack_ns = now;
+    }
   }
 }
 

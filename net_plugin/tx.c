@@ -288,6 +288,34 @@ static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
   }
 }
 
+/* Whether rail's TCP connections show a dead path: data the peer's kernel has not acknowledged
+ * and the retransmission timer firing.  A peer whose application is merely slow (not posting
+ * receives: a straggler, a checkpoint) still has its kernel acknowledge, or advertise a full
+ * window, and is never failed for it. */
+static bool tx_path_dead(struct braid_comm *c, int rail) {
+  for (int i = rail; i < c->nstreams; i += c->nrails) {
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    if (c->streams[i].dead) continue;
+    if (getsockopt(c->streams[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return true;
+    if (ti.tcpi_unacked > 0 && (ti.tcpi_retransmits > 0 || ti.tcpi_backoff > 0)) return true;
+  }
+  return false;
+}
+
+/* Rails the scheduler called stalled: failed once their path shows dead, forgiven once acks flow. */
+static void tx_check_suspects(struct braid_comm *c, uint64_t now) {
+  for (int r = 0; r < c->nrails && c->suspect; r++) {
+    if (!(c->suspect >> r & 1u)) continue;
+    if (c->sched->rail[r].state == BRAID_RAIL_DOWN || !braid_sched_stalled(c->sched, r, now)) {
+      c->suspect &= ~(1u << r);
+    } else if (tx_path_dead(c, r)) {
+      c->suspect &= ~(1u << r);
+      tx_fail_rail(c, r, now);
+    }
+  }
+}
+
 /* Reads acknowledgements on s; returns 0 or an error. */
 static ncclResult_t tx_read_acks(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
   for (;;) {
@@ -407,10 +435,13 @@ static ncclResult_t tx_schedule(struct braid_comm *c, uint64_t now) {
 static ncclResult_t tx_progress_rails(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
   braid_rejoin_connect(c, now);
+  /* Acknowledgements are read every call while chunks wait for room, else every 20 us. */
+  bool read_acks = c->requeue.head || now - c->last_ack_read_ns >= 20000;
+  if (read_acks) c->last_ack_read_ns = now;
   for (int i = 0; i < c->nstreams && !c->err; i++) {
     struct braid_stream *s = &c->streams[i];
     if (s->dead) continue;
-    tx_read_acks(c, s, now);
+    if (read_acks) tx_read_acks(c, s, now);
     int err = s->tx_count ? tx_write(c, s) : 0;
     if (err) {
       BRAID_WARN("send stream %d (rail %d, %s) to %s: %s", i, s->rail, s->rail_name, c->peer,
@@ -426,8 +457,9 @@ static ncclResult_t tx_progress_rails(struct braid_comm *c) {
     int n = braid_sched_tick(c->sched, now, ev, 8);
     for (int i = 0; i < n; i++) {
       tx_log_event(c, &ev[i]);
-      if (ev[i].reason == BRAID_SCHED_STALLED) tx_fail_rail(c, ev[i].rail, now);
+      if (ev[i].reason == BRAID_SCHED_STALLED) c->suspect |= 1u << ev[i].rail;
     }
+    tx_check_suspects(c, now);
     for (int r = 0; r < c->nrails && r < 16; r++)
       if (c->stats[r]) atomic_store(&c->stats[r]->est_bps, (uint64_t)(c->sched->rail[r].est_Bps * 8));
     braid_telemetry_tick(now);
