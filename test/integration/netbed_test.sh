@@ -26,7 +26,11 @@ export NCCL_NET_PLUGIN=$(realpath "$B/libnccl-net-braid.so") BRAID_SOCKET_IFNAME
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; tail -n 25 "$tmp/r0" | sed 's/^/     /'; }
+bad() {
+  fail=$((fail + 1)); echo "FAIL $1"
+  echo "     --- rank 0 (sender):"; tail -n 25 "$tmp/r0" | sed 's/^/     /'
+  echo "     --- rank 1 (receiver):"; tail -n 15 "$tmp/r1" | sed 's/^/     /'
+}
 
 # run NAME FAULT_CMD...: a 2-rank oneway run host 0 -> host 1; FAULT_CMD runs 1 s in, restore
 # 2 s later; passes when both ranks exit 0 (every iteration verified).
@@ -39,7 +43,7 @@ run() {
   local nic=1
   [ "$fault" = cut0 ] && fault=cut nic=0
   if [ "$fault" = reset ]; then # kill rail 1's TCP connections (SOCK_DESTROY): a reset
-    sleep 1; $NB --prefix $P exec 0 ss -K dst 10.77.1.2 >/dev/null 2>&1
+    sleep 2; $NB --prefix $P exec 0 ss -K dst 10.77.1.2 >/dev/null 2>&1
   elif [ -n "$fault" ]; then
     sleep 1; $NB --prefix $P "$fault" 0 $nic >/dev/null
     sleep 2; $NB --prefix $P restore 0 $nic >/dev/null
