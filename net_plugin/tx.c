@@ -289,16 +289,16 @@ static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
 }
 
 /* Whether rail's TCP connections show a dead path: data the peer's kernel has not acknowledged
- * and the retransmission timer firing.  A peer whose application is merely slow (not posting
- * receives: a straggler, a checkpoint) still has its kernel acknowledge, or advertise a full
- * window, and is never failed for it. */
+ * and the retransmission timer firing twice in a row (once can be an overloaded host).  A peer
+ * whose application is merely slow (not posting receives: a straggler, a checkpoint) still has
+ * its kernel acknowledge, or advertise a full window, and is never failed for it. */
 static bool tx_path_dead(struct braid_comm *c, int rail) {
   for (int i = rail; i < c->nstreams; i += c->nrails) {
     struct tcp_info ti;
     socklen_t len = sizeof ti;
     if (c->streams[i].dead) continue;
     if (getsockopt(c->streams[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return true;
-    if (ti.tcpi_unacked > 0 && (ti.tcpi_retransmits > 0 || ti.tcpi_backoff > 0)) return true;
+    if (ti.tcpi_unacked > 0 && (ti.tcpi_retransmits >= 2 || ti.tcpi_backoff >= 2)) return true;
   }
   return false;
 }
@@ -309,7 +309,8 @@ static void tx_check_suspects(struct braid_comm *c, uint64_t now) {
     if (!(c->suspect >> r & 1u)) continue;
     if (c->sched->rail[r].state == BRAID_RAIL_DOWN || !braid_sched_stalled(c->sched, r, now)) {
       c->suspect &= ~(1u << r);
-    } else if (tx_path_dead(c, r)) {
+    } else if (tx_path_dead(c, r) && braid_sched_count(c->sched, BRAID_RAIL_DOWN) < c->nrails - 1) {
+      /* The last live rail is never failed on a stall: only a hard error ends a connection. */
       c->suspect &= ~(1u << r);
       tx_fail_rail(c, r, now);
     }
