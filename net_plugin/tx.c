@@ -289,7 +289,8 @@ static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
 }
 
 /* Whether rail's TCP connections show a dead path: data the peer's kernel has not acknowledged
- * and the retransmission timer firing twice in a row (once can be an overloaded host).  A peer
+ * and the retransmission timer firing (on an overloaded host that can be spurious: then a rail
+ * flaps, but the last live one is never failed this way).  A peer
  * whose application is merely slow (not posting receives: a straggler, a checkpoint) still has
  * its kernel acknowledge, or advertise a full window, and is never failed for it. */
 static bool tx_path_dead(struct braid_comm *c, int rail) {
@@ -298,7 +299,7 @@ static bool tx_path_dead(struct braid_comm *c, int rail) {
     socklen_t len = sizeof ti;
     if (c->streams[i].dead) continue;
     if (getsockopt(c->streams[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return true;
-    if (ti.tcpi_unacked > 0 && (ti.tcpi_retransmits >= 2 || ti.tcpi_backoff >= 2)) return true;
+    if (ti.tcpi_unacked > 0 && (ti.tcpi_retransmits > 0 || ti.tcpi_backoff > 0)) return true;
   }
   return false;
 }
