@@ -55,6 +55,7 @@ ncclResult_t braid_comm_ready(struct braid_comm *c) {
     if (c->streams[i].fd >= 0) braid_sock_tune(c->streams[i].fd);
     else c->streams[i].dead = true; /* did not connect at set-up: rejoins later */
   }
+  c->metrics = braid_telemetry_on();
   if (c->kind == BRAID_COMM_SEND)
     for (int r = 0; r < c->nrails && r < 16; r++)
       c->stats[r] = braid_telemetry_add(c->dev, r, c->peer, c->streams[r].rail_name);

@@ -158,6 +158,7 @@ struct braid_comm {
   struct braid_chunk *chunk_free;     /* recycled chunk records */
   struct braid_sched *sched;          /* with acks */
   bool equal;                         /* BRAID_STRIPING=equal */
+  bool metrics;                       /* BRAID_METRICS_FILE set when the connection was made */
   uint32_t suspect;                   /* rails stalled, failed once their TCP path shows dead */
   unsigned rr;
   struct braid_rail_stats *stats[16]; /* per rail, NULL when not reported */

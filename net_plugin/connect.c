@@ -200,23 +200,17 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
       break;
     }
     case ST_CONNECTING: {
-      struct pollfd pfd = {.fd = k->fd[s], .events = POLLOUT};
-      if (poll(&pfd, 1, 0) <= 0) {
+      int rc = braid_sock_connected(k->fd[s]);
+      if (rc == 0) {
         if (s > 0 && now > k->rail_deadline_ns) { /* a SYN into a black hole */
           errno = ETIMEDOUT;
           break;
         }
         return ncclSuccess;
       }
-      int err = 0;
-      socklen_t len = sizeof err;
-      getsockopt(k->fd[s], SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err == 0) {
-        k->state[s] = ST_HELLO;
-        return connect_send_hello(k, s);
-      }
-      errno = err;
-      break;
+      if (rc < 0) break;
+      k->state[s] = ST_HELLO;
+      return connect_send_hello(k, s);
     }
     case ST_HELLO:
       if (connect_send_hello(k, s) == ncclSuccess) return ncclSuccess;

@@ -128,12 +128,6 @@ static void listen_accept_new(struct braid_listen *l) {
   }
 }
 
-static int secret_equal(const uint8_t *a, const uint8_t *b) {
-  uint8_t d = 0;
-  for (int i = 0; i < BRAID_SECRET_BYTES; i++) d |= a[i] ^ b[i];
-  return d == 0;
-}
-
 /* Files a stream with a verified hello under its connection; NULL when inconsistent. */
 static struct listen_partial *listen_file(struct braid_listen *l, struct listen_pending *p,
                                           const struct braid_hello *h) {
@@ -181,7 +175,7 @@ static struct listen_partial *listen_hello(struct braid_listen *l, int i, uint64
   struct braid_hello h;
   char why[128];
   if (braid_hello_decode(p->hello, &h, why, sizeof why) != 0) return listen_drop(l, i, why), NULL;
-  if (!secret_equal(h.secret, l->secret))
+  if (!braid_secret_equal(h.secret, l->secret))
     return listen_drop(l, i, "wrong secret (a stray or misdirected connection)"), NULL;
   if (h.stream == 0 &&
       send(p->fd, l->raillist, l->raillist_len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)l->raillist_len)

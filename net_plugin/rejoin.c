@@ -43,8 +43,7 @@ static void join_revive(struct braid_comm *c, struct braid_stream *s, uint64_t n
   s->join_sent = 0;
   s->join_backoff_ns = 0;
   braid_sock_tune(s->fd);
-  int lowat = 64 << 10;
-  setsockopt(s->fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+  braid_sock_short_queue(s->fd);
   s->tx_count = 0, s->tx_done = 0;
   free(s->rescue);
   s->rescue = NULL;
@@ -72,17 +71,14 @@ static void join_step(struct braid_comm *c, struct braid_stream *s, uint64_t now
     s->join_at_ns = now; /* from now: when this attempt started */
   }
   if (s->join_state == J_CONNECTING) {
-    struct pollfd pfd = {.fd = s->join_fd, .events = POLLOUT};
-    if (poll(&pfd, 1, 0) <= 0) {
+    int rc = braid_sock_connected(s->join_fd);
+    if (rc < 0) return join_retry_later(s, now);
+    if (rc == 0) {
       /* A SYN into a cut or black-holed rail: try afresh rather than wait out the kernel's
        * exponential SYN retries. */
       if (now - s->join_at_ns > JOIN_CONNECT_WAIT_NS) join_retry_later(s, now);
       return;
     }
-    int err = 0;
-    socklen_t len = sizeof err;
-    getsockopt(s->join_fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err) return join_retry_later(s, now);
     s->join_state = J_HELLO;
   }
   struct braid_hello h = {.conn_id = c->conn_id, .stream = (uint16_t)idx, .per_rail = 1,
@@ -139,8 +135,7 @@ static void join_hello(struct braid_comm *c, int i, uint64_t now) {
   struct braid_hello h;
   char why[128];
   if (braid_hello_decode(c->join[i].hello, &h, why, sizeof why) != 0) return join_drop(c, i, why);
-  uint8_t d = 0;
-  for (int k = 0; k < BRAID_SECRET_BYTES; k++) d |= h.secret[k] ^ c->secret[k];
+  bool d = !braid_secret_equal(h.secret, c->secret);
   if (d || h.conn_id != c->conn_id || !(h.flags & BRAID_HELLO_REJOIN) || h.stream >= c->nstreams) {
     snprintf(why, sizeof why, "not a stream of this connection (%s%s%s%s)", d ? "wrong secret " : "",
              h.conn_id != c->conn_id ? "other connection " : "",

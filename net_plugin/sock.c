@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/random.h>
@@ -10,6 +11,7 @@
 
 #include "log.h"
 #include "param.h"
+#include "wire.h"
 
 void braid_random(void *buf, size_t len) {
   uint8_t *p = buf;
@@ -65,4 +67,26 @@ void braid_sock_tune(int fd) {
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
   }
+}
+
+int braid_sock_connected(int fd) {
+  struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+  if (poll(&pfd, 1, 0) <= 0) return 0;
+  int err = 0;
+  socklen_t len = sizeof err;
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (!err) return 1;
+  errno = err;
+  return -1;
+}
+
+void braid_sock_short_queue(int fd) {
+  int lowat = 64 << 10;
+  setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+}
+
+bool braid_secret_equal(const uint8_t *a, const uint8_t *b) {
+  uint8_t d = 0;
+  for (int i = 0; i < BRAID_SECRET_BYTES; i++) d |= a[i] ^ b[i];
+  return d == 0;
 }

@@ -2,6 +2,7 @@
 #ifndef BRAID_SOCK_H
 #define BRAID_SOCK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "ifaces.h"
 
@@ -10,6 +11,12 @@
 int braid_sock_open(const struct braid_iface *ifc);
 /* Data-socket options: no Nagle, keepalive and a user timeout derived from BRAID_TIMEOUT_MS. */
 void braid_sock_tune(int fd);
+/* A non-blocking connect: 1 connected, 0 still in progress, -1 failed (errno says why). */
+int braid_sock_connected(int fd);
+/* A short unsent queue (TCP_NOTSENT_LOWAT), so a slow rail's backlog stays short in time. */
+void braid_sock_short_queue(int fd);
+/* Constant-time comparison of two secrets. */
+bool braid_secret_equal(const uint8_t *a, const uint8_t *b);
 /* Random bytes for secrets and ids. */
 void braid_random(void *buf, size_t len);
 

@@ -23,6 +23,7 @@
 #include "param.h"
 #include "rejoin.h"
 #include "sched.h"
+#include "sock.h"
 #include "telemetry.h"
 
 #define TX_COPY_MAX (64u << 10)  /* with acks, sends up to this size are copied */
@@ -130,7 +131,7 @@ static bool tx_pull(struct braid_comm *c, struct braid_stream *s) {
 
 static ncclResult_t tx_progress_single(struct braid_comm *c) {
   struct braid_stream *s = &c->streams[0];
-  if (braid_telemetry_on()) braid_telemetry_tick(braid_now_ns());
+  if (c->metrics) braid_telemetry_tick(braid_now_ns());
   for (;;) {
     size_t queued = tx_batch_bytes(s);
     while (s->tx_count < BRAID_SEND_BATCH && queued < c->chunk && tx_pull(c, s))
@@ -246,17 +247,12 @@ static void tx_log_event(struct braid_comm *c, const struct braid_sched_event *e
     if (e->to == BRAID_RAIL_DEGRADED && e->from != BRAID_RAIL_DEGRADED) atomic_fetch_add(&st->demotions, 1);
     if (e->to == BRAID_RAIL_DOWN && e->from != BRAID_RAIL_DOWN) atomic_fetch_add(&st->failovers, 1);
   }
-  if (e->from == e->to || e->reason == BRAID_SCHED_PROBE_OK) {
-    BRAID_INFO(NCCL_NET, "rail %d (%s) to %s: %s -> %s (%s; %.0f Mbit/s measured, best other %.0f Mbit/s)",
-               e->rail, c->streams[e->rail].rail_name, c->peer, braid_sched_state_name(e->from),
-               braid_sched_state_name(e->to), braid_sched_reason_name(e->reason),
-               e->est_Bps * 8e-6, e->ref_Bps * 8e-6);
-    return;
-  }
-  BRAID_WARN("rail %d (%s) to %s: %s -> %s (%s; %.0f Mbit/s measured, best other %.0f Mbit/s)",
-             e->rail, c->streams[e->rail].rail_name, c->peer, braid_sched_state_name(e->from),
-             braid_sched_state_name(e->to), braid_sched_reason_name(e->reason),
-             e->est_Bps * 8e-6, e->ref_Bps * 8e-6);
+  bool quiet = e->from == e->to || e->reason == BRAID_SCHED_PROBE_OK;
+  braid_log(quiet ? NCCL_LOG_INFO : NCCL_LOG_WARN, quiet ? NCCL_NET : NCCL_ALL, __FILE__, __LINE__,
+            "rail %d (%s) to %s: %s -> %s (%s; %.0f Mbit/s measured, best other %.0f Mbit/s)",
+            e->rail, c->streams[e->rail].rail_name, c->peer, braid_sched_state_name(e->from),
+            braid_sched_state_name(e->to), braid_sched_reason_name(e->reason),
+            e->est_Bps * 8e-6, e->ref_Bps * 8e-6);
 }
 
 /* A rail broke: its unacknowledged chunks go back to the front of the ready queue.  A half-written
@@ -286,6 +282,16 @@ static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
     fifo_prepend(&c->requeue, &s->unacked);
     s->ignore_until = s->frames_started;
   }
+}
+
+/* A stream's socket failed for good: logged once, its rail's chunks go to the others. */
+static void tx_stream_broken(struct braid_comm *c, struct braid_stream *s, const char *why,
+                             uint64_t now) {
+  if (!s->dead)
+    BRAID_WARN("send stream %d (rail %d, %s) to %s: %s", (int)(s - c->streams), s->rail,
+               s->rail_name, c->peer, why);
+  s->dead = true;
+  tx_fail_rail(c, s->rail, now);
 }
 
 /* Whether rail's TCP connections show a dead path: data the peer's kernel has not acknowledged
@@ -323,11 +329,7 @@ static ncclResult_t tx_read_acks(struct braid_comm *c, struct braid_stream *s, u
   for (;;) {
     ssize_t n = recv(s->fd, s->ack_stage + s->ack_got, sizeof s->ack_stage - s->ack_got, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      if (!s->dead)
-        BRAID_WARN("send stream %d (rail %d, %s) to %s: %s", (int)(s - c->streams), s->rail,
-                   s->rail_name, c->peer, n == 0 ? "peer closed it" : strerror(errno));
-      s->dead = true;
-      tx_fail_rail(c, s->rail, now);
+      tx_stream_broken(c, s, n == 0 ? "peer closed it" : strerror(errno), now);
       return ncclSuccess;
     }
     if (n < 0) return ncclSuccess;
@@ -371,12 +373,7 @@ static int tx_place(struct braid_comm *c, struct braid_chunk *ck, int rail, uint
   fifo_push(&s->unacked, ck);
   braid_sched_sent(c->sched, rail, ck->len, now);
   int err = tx_write(c, s);
-  if (err) {
-    BRAID_WARN("send stream %d (rail %d, %s) to %s: %s", (int)(s - c->streams), rail,
-               s->rail_name, c->peer, strerror(err));
-    s->dead = true;
-    tx_fail_rail(c, rail, now);
-  }
+  if (err) tx_stream_broken(c, s, strerror(err), now);
   return 0;
 }
 
@@ -445,12 +442,7 @@ static ncclResult_t tx_progress_rails(struct braid_comm *c) {
     if (s->dead) continue;
     if (read_acks) tx_read_acks(c, s, now);
     int err = s->tx_count ? tx_write(c, s) : 0;
-    if (err) {
-      BRAID_WARN("send stream %d (rail %d, %s) to %s: %s", i, s->rail, s->rail_name, c->peer,
-                 strerror(err));
-      s->dead = true;
-      tx_fail_rail(c, s->rail, now);
-    }
+    if (err) tx_stream_broken(c, s, strerror(err), now);
   }
   if (c->err) return c->err;
   if (now >= c->next_tick_ns) {
@@ -493,10 +485,7 @@ ncclResult_t braid_tx_init(struct braid_comm *c) {
     if (!up) braid_sched_failed(c->sched, r, braid_now_ns());
   }
   c->equal = !strcmp(braid_param_str(BRAID_P_STRIPING), "equal");
-  /* A short unsent queue per stream keeps a slow rail's backlog short in time. */
-  int lowat = 64 << 10;
-  for (int i = 0; i < c->nstreams; i++)
-    setsockopt(c->streams[i].fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+  for (int i = 0; i < c->nstreams; i++) braid_sock_short_queue(c->streams[i].fd);
   return ncclSuccess;
 }
 
