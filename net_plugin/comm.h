@@ -14,6 +14,9 @@
 #define BRAID_RECV_REQS 32            /* NCCL_NET_MAX_REQUESTS */
 #define BRAID_MAX_RECVS 8             /* largest grouped receive */
 #define BRAID_SEND_REQS (BRAID_RECV_REQS * BRAID_MAX_RECVS)
+/* With acks, sends up to this size are copied and complete at once; larger ones complete when
+ * acknowledged, so the receiver acknowledges their frames without delay. */
+#define BRAID_COPY_MAX (64u << 10)
 #define BRAID_MSG_WINDOW 1024         /* receive-side messages tracked at once (power of 2) */
 #define BRAID_STAGE_BYTES 4096        /* receive staging: headers and small payloads */
 #define BRAID_SEND_BATCH 16           /* frames written by one writev */
@@ -129,6 +132,7 @@ struct braid_stream {
   uint64_t stall_since_ns; /* when bytes in flight stopped moving, 0 when moving */
   bool eof;                /* the peer closed this stream */
   uint64_t frames_recvd, frames_ack_sent;
+  bool ack_urgent; /* a frame of a message the sender did not copy (it waits for the ack) */
 };
 
 struct braid_sched;

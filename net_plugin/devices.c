@@ -1,9 +1,12 @@
 #include "devices.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "log.h"
+#include "topo.h"
 
 static void dev_add_rail(struct braid_device *d, const struct braid_iface *ifc) {
   size_t len = strlen(d->name);
@@ -65,6 +68,86 @@ int braid_devices_group(const struct braid_iface *ifc, int n, const char *spec,
     dev_add_rail(d, &ifc[i]);
     if (!ifc[i].pci_path[0]) virt = d;
   }
+  return ndev;
+}
+
+/* PCI order: bus id (-1, no bus id in the path, after every other), then name. */
+static int dev_pci_before(const struct braid_iface *ifc, const int64_t *bus, int a, int b) {
+  if (bus[a] != bus[b]) return bus[b] < 0 || (bus[a] >= 0 && bus[a] < bus[b]);
+  return strcmp(ifc[a].name, ifc[b].name) < 0;
+}
+
+/* The PCI NICs in PCI order, grouped by nearest GPU (near[i], -1: a device of its own); the NICs
+ * without PCI device last, as one device. */
+static int dev_group_near(const struct braid_iface *ifc, int n, const int64_t *near,
+                          struct braid_device *out, int max) {
+  int64_t bus[BRAID_MAX_IFACES], key[BRAID_MAX_DEVS];
+  int order[BRAID_MAX_IFACES], npci = 0, ndev = 0;
+  for (int i = 0; i < n; i++) {
+    if (!ifc[i].pci_path[0]) continue;
+    bus[i] = braid_topo_busid(ifc[i].pci_path);
+    int j = npci++;
+    while (j > 0 && dev_pci_before(ifc, bus, i, order[j - 1])) order[j] = order[j - 1], j--;
+    order[j] = i;
+  }
+  for (int k = 0; k < npci; k++) {
+    int i = order[k], d = ndev;
+    if (near[i] >= 0)
+      for (d = 0; d < ndev; d++)
+        if (key[d] == near[i] && out[d].nrails < BRAID_MAX_RAILS) break;
+    if (d == ndev) {
+      if (ndev == max) continue;
+      memset(&out[ndev], 0, sizeof out[ndev]);
+      key[ndev++] = near[i];
+    }
+    dev_add_rail(&out[d], &ifc[i]);
+  }
+  struct braid_device *virt = NULL;
+  for (int i = 0; i < n; i++) {
+    if (ifc[i].pci_path[0]) continue;
+    if (!virt || virt->nrails == BRAID_MAX_RAILS) {
+      if (ndev == max) break;
+      virt = &out[ndev++];
+      memset(virt, 0, sizeof *virt);
+    }
+    dev_add_rail(virt, &ifc[i]);
+  }
+  return ndev;
+}
+
+int braid_devices_group_topo(const struct braid_iface *ifc, int n, const char *spec,
+                             const char *grouping, const char *xml, struct braid_device *out,
+                             int max) {
+  if (spec && *spec) return dev_group_spec(ifc, n, spec, out, max);
+  bool forced = grouping && !strcmp(grouping, "gpu");
+  if (grouping && !strcmp(grouping, "nic")) return braid_devices_group(ifc, n, NULL, out, max);
+  if (grouping && *grouping && strcmp(grouping, "auto") && !forced) {
+    BRAID_WARN("invalid configuration: BRAID_RAILS_GROUPING=\"%s\" (use auto, gpu or nic)", grouping);
+    return -1;
+  }
+  if (n > BRAID_MAX_IFACES) n = BRAID_MAX_IFACES;
+  int64_t near[BRAID_MAX_IFACES];
+  int ngpu = braid_topo_nearest_gpus(xml, ifc, n, near);
+  if (ngpu <= 0) {
+    if (forced)
+      BRAID_WARN("BRAID_RAILS_GROUPING=gpu: %s; a device per PCI NIC",
+                 ngpu < 0 ? "no PCI topology (hwloc)" : "no GPU in the PCI topology");
+    else if (ngpu == 0)
+      BRAID_INFO(NCCL_INIT | NCCL_NET, "no GPU in the PCI topology: a device per PCI NIC");
+    return braid_devices_group(ifc, n, NULL, out, max);
+  }
+  int ndev = dev_group_near(ifc, n, near, out, max);
+  char list[512] = "";
+  size_t len = 0;
+  for (int d = 0; d < ndev && len < sizeof list; d++) {
+    int i = (int)(out[d].rail[0] - ifc);
+    if (near[i] < 0) continue;
+    char gpu[16];
+    len += (size_t)snprintf(list + len, sizeof list - len, "%s%s near GPU %s", len ? ", " : "",
+                            out[d].name, braid_topo_busid_str(near[i], gpu, sizeof gpu));
+  }
+  BRAID_INFO(NCCL_INIT | NCCL_NET, "NICs grouped by PCI locality (%d GPU%s): %s", ngpu,
+             ngpu > 1 ? "s" : "", len ? list : "no NIC near a GPU");
   return ndev;
 }
 

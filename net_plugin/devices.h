@@ -2,8 +2,15 @@
  *
  * NCCL must see each NIC's bandwidth exactly once, so every selected interface belongs to exactly
  * one device.  BRAID_RAILS lists the groups explicitly ("eth0,eth1;eth2,eth3": two devices of two
- * rails); otherwise every NIC with a PCI device is a device of its own, and the NICs with none
- * (veth, virtual NICs, loopback) form one device together. */
+ * rails) and overrides everything else.  Otherwise, with BRAID_RAILS_GROUPING=auto (the default)
+ * or gpu, NICs are grouped by PCI locality (topo.h, hwloc): the NICs whose nearest GPU, by
+ * closest common PCI switch, is the same GPU form one device; a PCI NIC with no GPU near it is a
+ * device of its own; devices and their rails come in PCI order (bus id of the first rail).  Its
+ * PCI path is its first rail's (NCCL reads the last component as the NIC's bus id, so a switch's
+ * path would not do), its speed the sum of its rails'.  Without GPUs, when hwloc cannot load the
+ * topology, or with BRAID_RAILS_GROUPING=nic, every NIC with a PCI device is a device of its own,
+ * in interface order.  Always, the NICs with no PCI device (veth, virtual NICs, loopback) form one
+ * device together. */
 #ifndef BRAID_DEVICES_H
 #define BRAID_DEVICES_H
 
@@ -29,9 +36,18 @@ struct braid_device {
 int braid_devices_fuse(const struct braid_device *devs, int ndevs, const int *children, int n,
                        struct braid_device *out, char *err, size_t errlen);
 
-/* Groups the n interfaces into devices; returns the count, or -1 (with a WARN) when spec names
+/* Groups the n interfaces into devices without looking at the topology: spec's groups, else a
+ * device per PCI NIC and one for the rest.  Returns the count, or -1 (with a WARN) when spec names
  * an interface that is not selected, names one twice, or has an empty or oversized group. */
 int braid_devices_group(const struct braid_iface *ifc, int n, const char *spec,
                         struct braid_device *out, int max);
+
+/* As braid_devices_group, but without spec the PCI NICs are grouped as grouping says: "auto" (or
+ * "" or NULL) and "gpu" by GPU locality, "nic" a device each.  xml: an hwloc XML topology file
+ * (tests), NULL for this machine's.  A topology that cannot be loaded or has no GPU never fails:
+ * one INFO line (a WARN under "gpu") and a device per PCI NIC.  -1 also for an unknown grouping. */
+int braid_devices_group_topo(const struct braid_iface *ifc, int n, const char *spec,
+                             const char *grouping, const char *xml, struct braid_device *out,
+                             int max);
 
 #endif

@@ -229,6 +229,7 @@ static void rx_end(struct braid_comm *c, struct braid_stream *s) {
   struct braid_rxmsg *m = s->frame_msg;
   s->in_frame = false;
   s->frames_recvd++;
+  if (s->frame.size > BRAID_COPY_MAX) s->ack_urgent = true;
   if (s->frame_discard || !m) return;
   if (c->acks) {
     if (rx_range_held(m, s->frame.offset, s->frame.len)) return;
@@ -356,7 +357,11 @@ static void rx_stream(struct braid_comm *c, struct braid_stream *s, bool read) {
 /* With acks: tells the sender how many frames each stream has delivered (cumulative).  Acks are
  * batched: a stream's go out once it has RX_ACK_BATCH new frames, or RX_ACK_DELAY_NS after the
  * last ones (small sends complete at the sender without waiting; large ones wait that long more
- * at most), so a stream of small messages costs an ack per batch, not one per message. */
+ * at most), so a stream of small messages costs an ack per batch, not one per message.
+ * When no receive is pending NCCL may not call again for a while, so frames of large messages
+ * (whose sends wait for the ack) are acknowledged at once; frames of small, copied messages wait
+ * for the next call (the sender only holds their copies a little longer: a ping-pong of small
+ * messages then costs no ack per message). */
 #define RX_ACK_BATCH 8
 #define RX_ACK_DELAY_NS 100000ull
 
@@ -370,10 +375,11 @@ static bool rx_waiting(const struct braid_comm *c) {
 
 static void rx_send_acks(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
-  bool due = now - c->last_ack_ns >= RX_ACK_DELAY_NS || !rx_waiting(c);
+  bool late = now - c->last_ack_ns >= RX_ACK_DELAY_NS, idle = !rx_waiting(c);
   for (int i = 0; i < c->nstreams; i++) {
     struct braid_stream *s = &c->streams[i];
     if (s->dead || s->frames_recvd == s->frames_ack_sent) continue;
+    bool due = late || (idle && s->ack_urgent);
     if (!due && s->frames_recvd - s->frames_ack_sent < RX_ACK_BATCH) continue;
     struct braid_frame f = {.type = BRAID_FRAME_ACK, .seq = s->frames_recvd};
     uint8_t hdr[BRAID_FRAME_HDR_BYTES];
@@ -381,6 +387,7 @@ static void rx_send_acks(struct braid_comm *c) {
     /* 40 bytes into a send buffer the receiver otherwise leaves empty: all or nothing. */
     if (send(s->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof hdr) {
       s->frames_ack_sent = s->frames_recvd;
+      s->ack_urgent = false;
       c->last_ack_ns = now;
     }
   }

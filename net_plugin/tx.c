@@ -26,7 +26,6 @@
 #include "sock.h"
 #include "telemetry.h"
 
-#define TX_COPY_MAX (64u << 10)  /* with acks, sends up to this size are copied */
 #define TX_PROBE_LEN (16u << 10) /* a slow rail is offered pieces this small */
 #define TX_TICK_NS 1000000ull
 
@@ -196,7 +195,7 @@ ncclResult_t braid_tx_send(struct braid_comm *c, struct braid_req *r) {
     return braid_tx_progress(c);
   }
   char *copy = NULL;
-  if (r->size <= TX_COPY_MAX) {
+  if (r->size <= BRAID_COPY_MAX) {
     if (!(copy = malloc(r->size ? r->size : 1))) return ncclSystemError;
     if (r->size) memcpy(copy, r->data, r->size);
     r->copied = true;
