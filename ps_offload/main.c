@@ -1,0 +1,260 @@
+/* braid-ps: the summation server daemon: options, token, signals (the server is server.c). */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "reduce.h"
+#include "server.h"
+
+#define TOKEN_MAX 4096
+
+static const char usage[] =
+    "usage: braid-ps --listen ADDR:PORT [--threads N] [--token-file FILE] [--max-memory BYTES]\n"
+    "                [--join-timeout S] [--verbose]\n"
+    "       braid-ps --bench-reduce [--bytes N] [--inputs K]\n"
+    "\n"
+    "braid-ps is a summation server for braid's CollNet (the BytePS architecture inside NCCL):\n"
+    "the CollNet heads of a job (one per node) each push their part of an allreduce, cut into\n"
+    "partitions; the server adds up every head's copy of a partition on its CPUs, in rank\n"
+    "order (so the result is bitwise the same whatever order the inputs arrive in), and sends\n"
+    "the result back to every head.  Run one or more per job, on hosts with spare CPU and\n"
+    "network bandwidth; the heads spread the partitions over the servers by measured speed.\n"
+    "\n"
+    "Options:\n"
+    "  --listen ADDR:PORT   address to listen on: an IPv4 address, [IPv6] or '*' (every\n"
+    "                       address, IPv4 and IPv6); port 0 picks a free port.  Required.\n"
+    "  --threads N          worker threads (default: min(4, online CPUs)); each owns the\n"
+    "                       connections it is given, reductions run on them too.\n"
+    "  --token-file FILE    file holding the job's secret token (trailing newline ignored);\n"
+    "                       otherwise the environment variable BRAID_PS_TOKEN.  Required.\n"
+    "  --max-memory BYTES   partition buffers of all sessions together (default 4G; suffixes\n"
+    "                       K, M, G, T are powers of 1024).  A push that would go over it\n"
+    "                       fails its session (ERROR, then closed); other sessions go on.\n"
+    "  --join-timeout S     a session whose heads have not all joined within S seconds is\n"
+    "                       closed (default 60).\n"
+    "  -v, --verbose        also log every connection, join and close.\n"
+    "  --bench-reduce       measure the reduction kernels on this CPU and exit\n"
+    "                       (--bytes N per input, default 64M; --inputs K, default 8).\n"
+    "  -h, --help           this text.\n"
+    "\n"
+    "Token: the heads and the servers of a job share a secret token (the plugin reads it from\n"
+    "BRAID_PS_TOKEN).  It never crosses the network: each side proves it knows the token with\n"
+    "HMAC-SHA256 over the other side's fresh random nonce.  Use a long random string, e.g.\n"
+    "`openssl rand -hex 32`, and keep the token file readable by the server's user only.\n"
+    "\n"
+    "What a client (CollNet head) must do, per connection (the protocol is ps_offload/proto.h):\n"
+    "  1. send HELLO {version, session id, rank, nranks, nonce}; header flag bit 0 set when\n"
+    "     the heads use hold-back completion (every head of a session must agree);\n"
+    "  2. check the server's proof in CHALLENGE, answer with AUTH {proof} (HELLO to AUTH\n"
+    "     within 5 s);\n"
+    "  3. wait for READY, sent once all nranks heads of the session have authenticated\n"
+    "     (REFUSE {reason} and a close instead when something is wrong);\n"
+    "  4. per partition: PUSH {seq, part, dtype, op, rank} + data; RESULT comes back once every\n"
+    "     rank pushed it; with hold-back, answer DONE and wait for RELEASE.\n"
+    "Anything out of place, a head that disconnects, or a memory limit hit closes every\n"
+    "connection of that session at once (ERROR first, when possible); the heads then re-route\n"
+    "to the other servers.  Other sessions are not affected.\n"
+    "\n"
+    "Logs go to stderr; one line per session close with its statistics.  SIGINT or SIGTERM:\n"
+    "close every session and exit 0.\n";
+
+/* "4G", "512M", "1048576" -> bytes; -1 when it does not parse. */
+static int parse_bytes(const char *s, uint64_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s || errno || s[0] == '-') return -1;
+  unsigned shift = 0;
+  if (*end) {
+    switch (*end) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    case 't': case 'T': shift = 40; break;
+    default: return -1;
+    }
+    end++;
+    if (!strcasecmp(end, "ib") || !strcasecmp(end, "b")) end += strlen(end);
+    if (*end) return -1;
+  }
+  if (shift && v > (UINT64_MAX >> shift)) return -1;
+  *out = (uint64_t)v << shift;
+  return 0;
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || errno || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+/* The token from --token-file or BRAID_PS_TOKEN into buf; -1 with a message printed. */
+static int load_token(const char *file, char *buf, size_t n) {
+  if (file) {
+    FILE *f = fopen(file, "r");
+    if (!f) {
+      fprintf(stderr, "braid-ps: cannot read the token file %s: %s\n", file, strerror(errno));
+      return -1;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
+      fprintf(stderr, "braid-ps: warning: token file %s is readable by other users (chmod 600)\n",
+              file);
+    size_t got = fread(buf, 1, n - 1, f);
+    int more = fgetc(f) != EOF;
+    fclose(f);
+    if (more) {
+      fprintf(stderr, "braid-ps: token file %s is longer than %zu bytes\n", file, n - 1);
+      return -1;
+    }
+    buf[got] = 0;
+    if (strlen(buf) != got) {
+      fprintf(stderr, "braid-ps: token file %s contains a NUL byte\n", file);
+      return -1;
+    }
+  } else {
+    const char *env = getenv("BRAID_PS_TOKEN");
+    if (!env || !*env) {
+      fprintf(stderr, "braid-ps: no token: give --token-file FILE or set BRAID_PS_TOKEN (the job's "
+                      "secret, the same one the heads have in BRAID_PS_TOKEN)\n");
+      return -1;
+    }
+    if (strlen(env) >= n) {
+      fprintf(stderr, "braid-ps: BRAID_PS_TOKEN is longer than %zu bytes\n", n - 1);
+      return -1;
+    }
+    snprintf(buf, n, "%s", env);
+  }
+  size_t len = strlen(buf);
+  while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r')) buf[--len] = 0;
+  if (!len) {
+    fprintf(stderr, "braid-ps: the token is empty\n");
+    return -1;
+  }
+  if (len < 16) fprintf(stderr, "braid-ps: warning: the token is short (%zu bytes); use 32+ random bytes\n", len);
+  return 0;
+}
+
+enum { OPT_LISTEN = 1, OPT_THREADS, OPT_TOKEN_FILE, OPT_MAX_MEMORY, OPT_JOIN_TIMEOUT, OPT_VERBOSE,
+       OPT_BENCH, OPT_BYTES, OPT_INPUTS, OPT_HELP };
+
+int main(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"listen", required_argument, NULL, OPT_LISTEN},
+      {"threads", required_argument, NULL, OPT_THREADS},
+      {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+      {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
+      {"join-timeout", required_argument, NULL, OPT_JOIN_TIMEOUT},
+      {"verbose", no_argument, NULL, OPT_VERBOSE},
+      {"bench-reduce", no_argument, NULL, OPT_BENCH},
+      {"bytes", required_argument, NULL, OPT_BYTES},
+      {"inputs", required_argument, NULL, OPT_INPUTS},
+      {"help", no_argument, NULL, OPT_HELP},
+      {NULL, 0, NULL, 0},
+  };
+  struct ps_server_opts o = {0};
+  const char *token_file = NULL;
+  int bench = 0;
+  uint64_t bench_bytes = 0;
+  long bench_inputs = 0, threads = 0;
+  int opt;
+  while ((opt = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
+    switch (opt) {
+    case OPT_LISTEN: o.listen = optarg; break;
+    case OPT_THREADS:
+      if (parse_int(optarg, 1, 256, &threads) != 0) {
+        fprintf(stderr, "braid-ps: --threads %s: expected 1..256\n", optarg);
+        return 2;
+      }
+      o.threads = (int)threads;
+      break;
+    case OPT_TOKEN_FILE: token_file = optarg; break;
+    case OPT_MAX_MEMORY:
+      if (parse_bytes(optarg, &o.max_memory) != 0 || o.max_memory < (1u << 20)) {
+        fprintf(stderr, "braid-ps: --max-memory %s: expected bytes (at least 1M; K/M/G/T suffix)\n", optarg);
+        return 2;
+      }
+      break;
+    case OPT_JOIN_TIMEOUT: {
+      char *end;
+      o.join_timeout_s = strtod(optarg, &end);
+      if (end == optarg || *end || !(o.join_timeout_s > 0) || o.join_timeout_s > 86400) {
+        fprintf(stderr, "braid-ps: --join-timeout %s: expected seconds (0 < S <= 86400)\n", optarg);
+        return 2;
+      }
+      break;
+    }
+    case 'v':
+    case OPT_VERBOSE: o.verbose = 1; break;
+    case OPT_BENCH: bench = 1; break;
+    case OPT_BYTES:
+      if (parse_bytes(optarg, &bench_bytes) != 0 || bench_bytes == 0) {
+        fprintf(stderr, "braid-ps: --bytes %s: expected a positive size\n", optarg);
+        return 2;
+      }
+      break;
+    case OPT_INPUTS:
+      if (parse_int(optarg, 1, 4096, &bench_inputs) != 0) {
+        fprintf(stderr, "braid-ps: --inputs %s: expected 1..4096\n", optarg);
+        return 2;
+      }
+      break;
+    case 'h':
+    case OPT_HELP: fputs(usage, stdout); return 0;
+    default: fputs(usage, stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "braid-ps: unexpected argument '%s' (see --help)\n", argv[optind]);
+    return 2;
+  }
+  if (bench) return braid_reduce_bench(stdout, bench_bytes, (int)bench_inputs, 0) == 0 ? 0 : 1;
+  if (!o.listen) {
+    fprintf(stderr, "braid-ps: --listen ADDR:PORT is required (see --help)\n");
+    return 2;
+  }
+  static char token[TOKEN_MAX + 1];
+  if (load_token(token_file, token, sizeof token) != 0) return 2;
+  o.token = token;
+
+  /* Every thread inherits the mask; this one waits for the signals. */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  char err[256];
+  struct ps_server *s = ps_server_start(&o, err, sizeof err);
+  if (!s) {
+    fprintf(stderr, "braid-ps: %s\n", err);
+    return 1;
+  }
+  const char *addr = ps_server_address(s);
+  int v6 = strchr(addr, ':') != NULL;
+  uint64_t mem = o.max_memory ? o.max_memory : 4ull << 30;
+  printf("braid-ps listening on %s%s%s:%d (%d threads, reduction %s, max memory %.1f GiB, join "
+         "timeout %g s)\n",
+         v6 ? "[" : "", addr, v6 ? "]" : "", ps_server_port(s), ps_server_threads(s),
+         braid_reduce_impl(), (double)mem / (1ull << 30), o.join_timeout_s > 0 ? o.join_timeout_s : 60.0);
+  fflush(stdout);
+
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  ps_log_stderr(NULL, PS_LOG_INFO, sig == SIGINT ? "SIGINT: shutting down" : "SIGTERM: shutting down");
+  ps_server_stop(s);
+  explicit_bzero(token, sizeof token);
+  return 0;
+}

@@ -1,0 +1,106 @@
+/* braid-ps wire protocol: what a CollNet head (the net plugin) and a braid-ps server say to each
+ * other.  Shared by the plugin and the daemon; every integer is little-endian on the wire.
+ *
+ * Connection (one TCP connection per head per server, opened by the head in CollNet connect):
+ *   head   -> server  HELLO     {version, session[16], rank, nranks, head_nonce[32]}
+ *   server -> head    CHALLENGE {server_nonce[32], server_proof[32]}
+ *                     server_proof = HMAC-SHA256(token, "braid-ps srv" | head_nonce | session)
+ *   head   -> server  AUTH      {head_proof[32]}
+ *                     head_proof = HMAC-SHA256(token, "braid-ps cli" | server_nonce | session |
+ *                                              rank | nranks)            (see auth.h)
+ *   server -> head    READY     once every rank 0..nranks-1 of the session has authenticated,
+ *                     or REFUSE {reason text} (wrong token, rank taken, nranks mismatch, ...)
+ *   The token never crosses the wire.  The session id is derived by every head from the CollNet
+ *   handles of all heads (so all heads of one communicator name the same session, and nobody
+ *   else can guess it).
+ *
+ * Data, per operation `seq` (the head's per-collComm iallreduce count) and partition `part`:
+ *   head   -> server  PUSH    {seq, part, dtype, op, rank, weights[16]} + len bytes of input
+ *   server -> head    RESULT  {seq, part, dtype, op, weights[16]} + len bytes: the reduction of
+ *                     every rank's input in rank order 0..n-1; weights are rank 0's PUSH weights
+ *   head   -> server  DONE    {seq, part}: this head holds the result
+ *   server -> head    RELEASE {seq, part}: every head holds it; the head may complete the op
+ *   (With hold-back off — BRAID_PS_HOLD=0 — heads complete on RESULT and never send DONE; the
+ *   server frees the partition once its RESULT frames are queued.)
+ *   server -> head    ERROR   {seq, part} + reason text; then the server closes the session.
+ *
+ * Failure: a server closes every connection of a session as soon as one of them fails or breaks
+ * the protocol, so every head of the session sees the server gone and re-routes the partitions
+ * it had there (see assign.h).  A head never talks to a server again after losing it. */
+#ifndef BRAID_PS_PROTO_H
+#define BRAID_PS_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PS_MAGIC 0x31535042u /* "BPS1" */
+#define PS_VERSION 1
+#define PS_HDR_BYTES 48
+#define PS_SESSION_BYTES 16
+#define PS_NONCE_BYTES 32
+#define PS_PROOF_BYTES 32
+#define PS_MAX_SERVERS 16
+#define PS_MAX_RANKS 4096
+/* Largest payload of any frame: a partition (BRAID_PS_PARTITION_BYTES is at most this). */
+#define PS_MAX_PAYLOAD (16u << 20)
+#define PS_MAX_TEXT 256
+/* HELLO header `flags` bit 0: the heads use hold-back completion (DONE / RELEASE); every member
+ * of a session must send the same value, or the server refuses the late one. */
+#define PS_FLAG_HOLD 0x01u
+
+enum ps_type {
+  PS_HELLO = 1,
+  PS_CHALLENGE = 2,
+  PS_AUTH = 3,
+  PS_READY = 4,
+  PS_REFUSE = 5,
+  PS_PUSH = 6,
+  PS_RESULT = 7,
+  PS_DONE = 8,
+  PS_RELEASE = 9,
+  PS_ERROR = 10,
+  PS_TYPE_MAX = 10
+};
+
+/* Every frame starts with this header (PS_HDR_BYTES on the wire):
+ *   0 magic u32 | 4 type u8 | 5 dtype u8 | 6 op u8 | 7 flags u8 | 8 len u32 | 12 part u32 |
+ *   16 seq u64 | 24 weights u8[16] | 40 rank u32 | 44 check u32 (FNV-1a of bytes 0..43)
+ * Fields a type does not use are zero. */
+struct ps_hdr {
+  uint8_t type, dtype, op, flags;
+  uint32_t len;  /* payload bytes after the header */
+  uint32_t part;
+  uint64_t seq;
+  uint8_t weights[PS_MAX_SERVERS];
+  uint32_t rank;
+};
+
+/* Payload sizes of the fixed-size frames. */
+#define PS_HELLO_BYTES (4 + PS_SESSION_BYTES + 4 + 4 + PS_NONCE_BYTES)
+#define PS_CHALLENGE_BYTES (PS_NONCE_BYTES + PS_PROOF_BYTES)
+#define PS_AUTH_BYTES PS_PROOF_BYTES
+
+struct ps_hello {
+  uint32_t version;
+  uint8_t session[PS_SESSION_BYTES];
+  uint32_t rank, nranks;
+  uint8_t nonce[PS_NONCE_BYTES];
+};
+
+void ps_hdr_encode(const struct ps_hdr *h, uint8_t out[PS_HDR_BYTES]);
+/* Checks magic, checksum, type, and the payload length the type allows (fixed sizes for
+ * handshake frames, 1..PS_MAX_PAYLOAD for PUSH/RESULT, 0 for DONE/RELEASE/READY, at most
+ * PS_MAX_TEXT for REFUSE/ERROR).  0, or -1 with a reason in err. */
+int ps_hdr_decode(const uint8_t in[PS_HDR_BYTES], struct ps_hdr *h, char *err, size_t errlen);
+
+void ps_hello_encode(const struct ps_hello *h, uint8_t out[PS_HELLO_BYTES]);
+/* Checks version, 1 <= nranks <= PS_MAX_RANKS and rank < nranks. */
+int ps_hello_decode(const uint8_t in[PS_HELLO_BYTES], struct ps_hello *h, char *err,
+                    size_t errlen);
+
+/* Copies a REFUSE/ERROR text payload into a NUL-terminated, printable string. */
+void ps_text_decode(const uint8_t *in, size_t n, char *out, size_t outlen);
+
+const char *ps_type_name(int type);
+
+#endif
