@@ -13,10 +13,11 @@ SAN     ?=
 OPT     ?= -O2
 
 WARN     = -Wall -Wextra -Werror
-CPPFLAGS = -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote tools/netload -MMD -MP
+CPPFLAGS = -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote tools/netload -iquote ps_offload -MMD -MP
 CFLAGS   = -std=c11 $(OPT) -g -fPIC $(WARN) -fvisibility=hidden
 CXXFLAGS = -std=c++17 $(OPT) -g $(WARN)
-LDLIBS   = -ldl -lpthread -lm
+LDLIBS   = -ldl -lpthread -lm -lhwloc
+PS_LIBS  = -lsodium
 ifeq ($(SAN),1)
   SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
@@ -33,6 +34,11 @@ NETLOAD_SRCS = $(wildcard tools/netload/*.c)
 PERF_SRCS   = $(wildcard tools/perf/*.c)
 TRACE_SRCS  = $(wildcard tools/trace/*.c)
 STAT_SRCS   = $(wildcard tools/stat/*.c)
+# braid-ps: every ps_offload/*.c; main.c is the daemon's entry point, the rest is a library that
+# the unit tests link too.  PS_WIRE_SRCS are shared with the net plugin (the CollNet client).
+PS_SRCS     = $(filter-out ps_offload/main.c,$(wildcard ps_offload/*.c))
+PS_WIRE_SRCS = ps_offload/proto.c ps_offload/auth.c ps_offload/assign.c ps_offload/reduce.c \
+               ps_offload/reduce_x86.c
 UNIT_SRCS   = $(filter-out test/unit/threads_test.cc,$(wildcard test/unit/*.cc))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -45,7 +51,9 @@ UNIT    = $(BUILD)/unit-tests
 REFS    = $(BUILD)/tcp_stream $(BUILD)/tcp_pingpong $(BUILD)/tcp_onethread
 
 STAT    = $(BUILD)/braid-stat
-TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(STAT) $(REFS)
+PS      = $(BUILD)/braid-ps
+PSCORE  = $(BUILD)/libbraid-ps.a
+TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(STAT) $(PS) $(REFS)
 
 include tools/perf/build.mk
 include tools/trace/build.mk
@@ -64,12 +72,19 @@ $(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
-$(PLUGIN): $(call obj,$(COMMON_SRCS) $(NET_SRCS))
-	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braid.so $^ -o $@ $(LDLIBS)
+$(PLUGIN): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS))
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braid.so $^ -o $@ $(LDLIBS) $(PS_LIBS)
 
 $(CORE): $(call obj,$(COMMON_SRCS) $(NET_SRCS))
 	@rm -f $@
 	ar rcs $@ $^
+
+$(PSCORE): $(call obj,$(PS_SRCS))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(PS): $(call obj,ps_offload/main.c $(COMMON_SRCS)) $(PSCORE)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(PS_LIBS)
 
 $(PERF): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(PERF_SRCS))
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
@@ -84,8 +99,8 @@ $(BUILD)/tcp_%: bench/ref/tcp_%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 $(WARN) -pthread $< -o $@
 
-$(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE)
-	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
+$(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE) $(PSCORE)
+	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS) $(PS_LIBS)
 
 # The threaded test, built with SAN=thread into build/tsan by `make test`.
 $(BUILD)/threads-test: $(BUILD)/obj/test/unit/threads_test.o $(CORE)
@@ -107,7 +122,7 @@ install: all
 	install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(TRACE) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/braid-trace-shape $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(PERF) $(STAT) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(PERF) $(STAT) $(PS) $(DESTDIR)$(PREFIX)/bin/
 
 clean:
 	rm -rf build

@@ -141,7 +141,10 @@ void braid_params_print(FILE *f) {
     char doc[512];
     snprintf(doc, sizeof doc, "%s%s%s", d->doc, d->fallback ? "; falls back to " : "",
              d->fallback ? d->fallback : "");
+    /* Secrets (…_TOKEN) are never printed: only whether one is set. */
+    const char *val = *param_strs[i] ? param_strs[i] : "\"\"";
+    if (strstr(d->name, "_TOKEN")) val = *param_strs[i] ? "(set)" : "(unset)";
     fprintf(f, "%-28s %-6s %-10s %-24s %-12s %s\n", d->name, param_type_name(d->type),
-            *d->def ? d->def : "\"\"", range, *param_strs[i] ? param_strs[i] : "\"\"", doc);
+            *d->def ? d->def : "\"\"", range, val, doc);
   }
 }

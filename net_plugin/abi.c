@@ -6,6 +6,7 @@
  * CollNet symbol is exported from here (NCCL would pick a tuner up from the net library unasked). */
 #include <string.h>
 
+#include "abi_props.h"
 #include "log.h"
 #include "net.h"
 #include "nccl_plugin/net.h"
@@ -42,9 +43,10 @@
     (d)->maxCollBytes = (p).max_coll_bytes;                               \
   } while (0)
 
-/* props_vN: braid's one representation, converted to version N's struct. */
+/* props_vN: braid's one representation, converted to version N's struct (also used by the
+ * CollNet tables in collnet_abi.c: CollNet devices are the net devices). */
 #define PROPS_FN(V, FIELDS)                                                \
-  static ncclResult_t props_v##V(int dev, ncclNetProperties_v##V##_t *d) { \
+  ncclResult_t props_v##V(int dev, ncclNetProperties_v##V##_t *d) {        \
     struct braid_props p;                                                  \
     ncclResult_t rc = braid_net_get_properties(dev, &p);                   \
     if (rc) return rc;                                                     \

@@ -57,7 +57,9 @@ static ncclResult_t net_discover(void) {
                                 braid_param_str(BRAID_P_SOCKET_FAMILY), net_ifaces,
                                 BRAID_MAX_IFACES);
     if (n > 0)
-      n = braid_devices_group(net_ifaces, n, braid_param_str(BRAID_P_RAILS), net_devs, BRAID_MAX_DEVS);
+      n = braid_devices_group_topo(net_ifaces, n, braid_param_str(BRAID_P_RAILS),
+                                   braid_param_str(BRAID_P_RAILS_GROUPING), NULL, net_devs,
+                                   BRAID_MAX_DEVS);
     if (n > 0) net_ndevs = net_nphys = n;
     else rc = n < 0 ? ncclInvalidArgument : ncclSystemError;
     for (int d = 0; n > 1 && braid_param_int(BRAID_P_BACKUP_RAIL) && d < n; d++)
@@ -131,6 +133,14 @@ static const struct braid_device *net_device(int dev) {
     return NULL;
   }
   return &net_devs[dev];
+}
+
+int braid_net_device_rails(int dev, const struct braid_iface **out, int max) {
+  const struct braid_device *d = net_device(dev);
+  if (!d) return -1;
+  int n = d->nrails < max ? d->nrails : max;
+  for (int i = 0; i < n; i++) out[i] = d->rail[i];
+  return n;
 }
 
 ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {

@@ -18,3 +18,17 @@ $(CHAOS): $(call obj,$(NETLOAD_SRCS) tools/perf/test/chaos_net.c)
 .PHONY: perf-smoke
 perf-smoke: $(PERF) $(PLUGIN) $(CHAOS)
 	BUILD=$(BUILD) tools/perf/test/smoke.sh
+
+#   COLLSHM: a test-only CollNet plugin (ncclCollNetPlugin_v11, also v10 and v8, plus a
+#          one-device net table with no data path) that allreduces between local processes
+#          through POSIX shared memory, to test braid-perf --algo collnet
+#          (tools/perf/test/collnet_smoke.sh).
+#   collnet-smoke: runs that script over it.
+COLLSHM = $(BUILD)/libnccl-net-collshm.so
+
+$(COLLSHM): $(call obj,tools/perf/test/collnet_shm.c)
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined $^ -o $@ $(LDLIBS) -lrt
+
+.PHONY: collnet-smoke
+collnet-smoke: $(PERF) $(COLLSHM)
+	BUILD=$(BUILD) tools/perf/test/collnet_smoke.sh

@@ -29,8 +29,11 @@ static const char *const opts_usage =
     "  -d, --datatype T       int8 uint8 int32 uint32 int64 uint64 float(32) double (float64)\n"
     "  -o, --op OP            sum prod min max (default sum)\n"
     "Algorithm:\n"
-    "  --algo ring|tree       allreduce algorithm (default ring; NCCL_ALGO); tree is NCCL's\n"
-    "                         double binary tree (channel c uses tree c%%2)\n"
+    "  --algo ring|tree|collnet  allreduce algorithm (default ring; NCCL_ALGO); tree is NCCL's\n"
+    "                         double binary tree (channel c uses tree c%2); collnet (or\n"
+    "                         CollNetChain) is NCCL's CollNet chain, one rank per node: the\n"
+    "                         plugin's ncclCollNetPlugin_vN reduces (implies allreduce and\n"
+    "                         the Simple protocol; NCCL_COLLNET_ENABLE is not needed)\n"
     "  --proto auto|LL|LL128|Simple   (default auto: by size, like NCCL's tuner; NCCL_PROTO)\n"
     "  --oneway               sendrecv: rank 0 sends to rank 1 only\n"
     "  -c, --channels N       channels, each with its own comms per peer (default 2)\n"
@@ -130,6 +133,8 @@ static void opts_defaults(struct perf_opts *o) {
   if (getenv("NCCL_PROTO")) o->proto = opts_proto(getenv("NCCL_PROTO"));
   const char *algo = getenv("NCCL_ALGO");
   if (algo && !strcasecmp(algo, "tree")) o->algo = PERF_ALGO_TREE;
+  if (algo && (!strcasecmp(algo, "collnet") || !strcasecmp(algo, "CollNetChain")))
+    o->algo = PERF_ALGO_COLLNET;
   o->timeout_s = 60;
   o->yield_idle = 1;
 }
@@ -161,6 +166,11 @@ const char *perf_op_name(enum perf_op op) {
   return names[op];
 }
 
+const char *perf_algo_name(enum perf_algo a) {
+  static const char *const names[] = {"ring", "tree", "collnet"};
+  return names[a];
+}
+
 const char *perf_proto_name(enum perf_proto p) {
   static const char *const names[] = {"LL", "LL128", "Simple", "auto"};
   return names[p];
@@ -177,6 +187,13 @@ static void opts_validate(struct perf_opts *o) {
     exit(2);
   }
   if (o->oneway && (o->op != PERF_SENDRECV || o->nranks < 2)) opts_die("--oneway (sendrecv, 2+ ranks)", "");
+  if (o->algo == PERF_ALGO_COLLNET) { /* NCCL's CollNet chain: allreduce, Simple only */
+    if (o->op != PERF_ALLREDUCE)
+      opts_die("--algo collnet (allreduce only), operation", perf_op_name(o->op));
+    if (o->proto != PERF_PROTO_AUTO && o->proto != PERF_PROTO_SIMPLE)
+      opts_die("--algo collnet (Simple protocol only), protocol", perf_proto_name(o->proto));
+    o->proto = PERF_PROTO_SIMPLE;
+  }
   if (o->factor <= 1 && !o->step_bytes) opts_die("-f (must be > 1)", "");
   if (o->max_bytes < o->min_bytes) opts_die("-e (smaller than -b)", "");
   if (o->buffsize < 8 * 4096 || o->p2p_chunk < 4096 || o->ll_buffsize < 8 * 4096 ||
@@ -223,6 +240,8 @@ static void opts_one(struct perf_opts *o, int c, const char *a) {
     case OPT_ALGO:
       if (!strcasecmp(a, "ring")) o->algo = PERF_ALGO_RING;
       else if (!strcasecmp(a, "tree")) o->algo = PERF_ALGO_TREE;
+      else if (!strcasecmp(a, "collnet") || !strcasecmp(a, "CollNetChain"))
+        o->algo = PERF_ALGO_COLLNET;
       else opts_die("--algo", a);
       break;
     case OPT_PROTO: o->proto = opts_proto(a); break;
@@ -253,5 +272,6 @@ void perf_opts_parse(struct perf_opts *o, int argc, char **argv) {
     }
     opts_one(o, c, optarg);
   }
+  if (!have_op && o->algo == PERF_ALGO_COLLNET) o->op = PERF_ALLREDUCE;
   opts_validate(o);
 }

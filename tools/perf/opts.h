@@ -10,7 +10,8 @@
 #define PERF_MAX_CHANNELS 32
 
 enum perf_op { PERF_SENDRECV, PERF_ALLREDUCE, PERF_ALLGATHER, PERF_REDUCESCATTER };
-enum perf_algo { PERF_ALGO_RING, PERF_ALGO_TREE };
+/* PERF_ALGO_COLLNET: NCCL's CollNet chain with one rank per node (allreduce only; collnet.c). */
+enum perf_algo { PERF_ALGO_RING, PERF_ALGO_TREE, PERF_ALGO_COLLNET };
 /* PERF_PROTO_AUTO picks per size, as NCCL's tuner does (see proto.c). */
 enum perf_proto { PERF_PROTO_LL, PERF_PROTO_LL128, PERF_PROTO_SIMPLE, PERF_PROTO_AUTO };
 
@@ -50,5 +51,6 @@ void perf_opts_parse(struct perf_opts *o, int argc, char **argv);
 
 const char *perf_op_name(enum perf_op op);
 const char *perf_proto_name(enum perf_proto p);
+const char *perf_algo_name(enum perf_algo a);
 
 #endif

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "collnet.h"
 #include "logger.h"
 #include "rdv.h"
 #include "setup.h"
@@ -30,11 +31,14 @@ int rank_main(const struct perf_opts *o, int rank, int nranks, int listen_fd, co
   e->timeout_s = o->timeout_s;
   e->optional_recv = o->optional_recv;
   e->yield_idle = o->yield_idle;
-  if (setup_connect(&pn, o, &r)) return 2;
+  int collnet = o->algo == PERF_ALGO_COLLNET; /* CollNet chain instead of net connections */
+  if (collnet ? collnet_setup(&pn, o, &r) : setup_connect(&pn, o, &r)) return 2;
   char describe[1024];
   setup_describe(&pn, describe, sizeof describe);
+  if (collnet) collnet_describe(&pn, describe, sizeof describe);
   int rc = bench_run(&pn, o, &r, describe);
   if (rdv_barrier(&r)) return 2; /* nobody closes comms a peer still uses */
+  if (collnet && collnet_close(&pn, &r)) rc = 2;
   if (setup_teardown(&pn)) rc = 2;
   if (rdv_barrier(&r)) rc = 2;
   rdv_close(&r);

@@ -24,8 +24,8 @@ int report_open(struct report *rp, const struct perf_opts *o, int nranks, const 
     return -1;
   }
   if (rp->json) fprintf(rp->json, "[\n");
-  printf("# braid-perf %s%s%s: %d ranks, %d channels, proto %s, %s\n", perf_op_name(o->op),
-         o->op == PERF_ALLREDUCE ? (o->algo == PERF_ALGO_TREE ? " tree" : " ring") : "",
+  printf("# braid-perf %s%s%s%s: %d ranks, %d channels, proto %s, %s\n", perf_op_name(o->op),
+         o->op == PERF_ALLREDUCE ? " " : "", o->op == PERF_ALLREDUCE ? perf_algo_name(o->algo) : "",
          o->oneway ? " oneway" : "", nranks, o->nchannels, perf_proto_name(o->proto),
          o->optional_recv ? "optional recv completion on" : "optional recv completion off");
   printf("# %s\n", describe);
@@ -59,7 +59,7 @@ void report_row(struct report *rp, const struct report_row *row) {
             "\"count\": %zu, \"time_us\": %.3f, \"algbw_GBps\": %.6f, \"busbw_GBps\": %.6f, "
             "\"wrong\": %llu}",
             rp->rows ? ",\n" : "", perf_op_name(o->op),
-            o->op == PERF_ALLREDUCE && o->algo == PERF_ALGO_TREE ? "tree" : "ring",
+            o->op == PERF_ALLREDUCE ? perf_algo_name(o->algo) : "ring",
             perf_proto_name(row->proto), rp->nranks, o->nchannels, dt_name(o->dtype), redop,
             row->bytes, row->count, row->time_us, algbw, busbw, (unsigned long long)row->wrong);
   rp->rows++;

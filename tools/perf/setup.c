@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collnet.h"
 #include "logger.h"
 #include "plan.h"
 #include "rdv.h"
@@ -62,6 +63,7 @@ int setup_plugin(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, 
   if (rdv_allgather(r, &id, ids, sizeof id)) return free(ids), -1;
   id = ids[0];
   free(ids);
+  pn->comm_id = id;
   netload_config_t cfg = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
   if (setup_call(rank, "init", netload_init(&pn->nl, &pn->ctx, id, &cfg, perf_logger, NULL)))
     return -1;
@@ -237,6 +239,7 @@ int setup_teardown(struct perf_net *pn) {
   e->nconns = 0;
   if (pn->ctx_valid && setup_call(e->rank, "finalize", netload_finalize(&pn->nl, pn->ctx))) rc = -1;
   pn->ctx_valid = 0;
+  if (collnet_finalize(pn)) rc = -1; /* NCCL finalizes CollNet after the net, before dlclose */
   netload_close(&pn->nl);
   return rc;
 }

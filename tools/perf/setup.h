@@ -14,6 +14,8 @@ struct perf_net {
   int dev, ndev;
   netload_props_t props;
   struct engine eng;
+  uint64_t comm_id;       /* the commId passed to init (NCCL's commHash; CollNet gets it too) */
+  struct collnet *coll;   /* --algo collnet: CollNet state (collnet.h), else NULL */
 };
 
 /* Opens the plugin (NCCL's name rules), calls init/devices/getProperties and checks the

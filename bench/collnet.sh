@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# CollNet (braid-ps) figures on the netbed (root): 8 hosts with one NIC each, every NIC shaped to
+# RATE (default 400mbit): hosts 0-3 are GPU nodes (one braid-perf head each), hosts 4-7 run
+# braid-ps.  Side by side in the same run, allreduce of 64 MiB, busbw (2(n-1)/n x size / time):
+#   - ring over braid's net plugin (NCCL's ring, 4 ranks)                        theory: RATE
+#   - collnet with 4 dedicated servers                                           theory: 1.5 x ring
+#   - collnet with the 4 servers co-located on the GPU nodes                     theory: ~1.0 x ring
+#   - collnet with server 0's NIC at RATE/4, adaptive weights and equal weights  theory: 3.25/4 and 1/4
+#   - hold-back off (BRAID_PS_HOLD=0) for the healthy path's cost of hold-back, and 8-byte latency
+#   - a server killed during a long, fully verified run
+# Usage: [RATE=400mbit] [CHANNELS=8] [ONLY=basic] bench/collnet.sh [ROUNDS]   (default 2).  Writes bench/results/collnet-<date>.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-2}
+RATE=${RATE:-400mbit}
+CHANNELS=${CHANNELS:-8}   # NCCL channels (CollNet: one iallreduce carries up to 8 channel chunks)
+NB=test/netbed/netbed.sh
+P=bc$$
+[ "$(id -u)" = 0 ] || { echo "collnet bench: needs root (network namespaces)"; exit 1; }
+mkdir -p bench/results
+out=bench/results/collnet-$(date +%Y%m%d-%H%M%S).txt
+tmp=$(mktemp -d)
+spids=()
+cleanup() { kill "${spids[@]}" 2>/dev/null; $NB --prefix $P down >/dev/null 2>&1; rm -rf "$tmp"; }
+trap cleanup EXIT
+$NB --prefix $P up --hosts 8 --rails 1 --rate "$RATE" >/dev/null
+PERF=$(realpath build/braid-perf)
+PS=$(realpath build/braid-ps)
+export NCCL_NET_PLUGIN=$(realpath build/libnccl-net-braid.so) BRAID_SOCKET_IFNAME=eth
+export BRAID_PS_TOKEN=bench-$$-$RANDOM
+addr() { echo "10.77.0.$(($1 + 1))"; }
+
+# servers PORT HOST...: one braid-ps per host; sets BRAID_PS_SERVERS.
+servers() {
+  local port=$1; shift
+  local list=""
+  for h in "$@"; do
+    $NB --prefix $P exec "$h" "$PS" --listen "$(addr "$h"):$port" --threads 2 >"$tmp/ps-$h-$port.log" 2>&1 &
+    spids+=($!)
+    list+="${list:+,}$(addr "$h"):$port"
+  done
+  sleep 0.5
+  export BRAID_PS_SERVERS=$list
+}
+# run ARGS...: allreduce on hosts 0-3; prints "time_us busbw_GBps" of the last row.
+run() {
+  local port=$((30000 + RANDOM % 20000)) pids=()
+  local args=(allreduce -b 64M -e 64M --channels "$CHANNELS" --nranks 4 --rendezvous "$(addr 0):$port" "$@")
+  for r in 3 2 1; do
+    $NB --prefix $P exec "$r" "$PERF" "${args[@]}" --rank "$r" >"$tmp/r$r" 2>&1 &
+    pids+=($!)
+  done
+  if ! $NB --prefix $P exec 0 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1; then
+    cat "$tmp/r0" >&2; wait "${pids[@]}" || true; return 1
+  fi
+  wait "${pids[@]}"
+  awk '/^ +[0-9]/ {t = $5; b = $7} END {printf "%s %s\n", t, b}' "$tmp/r0"
+}
+
+servers 7000 4 5 6 7
+DEDICATED=$BRAID_PS_SERVERS
+servers 7001 0 1 2 3
+COLOC=$BRAID_PS_SERVERS
+
+declare -A vals
+add() { vals[$1]+="$2 "; }
+for r in $(seq 1 "$rounds"); do
+  echo "# round $r/$rounds" >&2
+  read -r _ b < <(run --algo ring -w 1 --iters 3); add ring "$b"
+  read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet -w 1 --iters 3); add collnet "$b"
+  [ "${ONLY:-}" = basic ] && continue
+  read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED BRAID_PS_HOLD=0 run --algo collnet -w 1 --iters 3); add collnet_nohold "$b"
+  read -r _ b < <(BRAID_PS_SERVERS=$COLOC run --algo collnet -w 1 --iters 3); add coloc "$b"
+  read -r t _ < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet -b 8 -e 8 -w 20 --iters 200); add lat_hold "$t"
+  read -r t _ < <(BRAID_PS_SERVERS=$DEDICATED BRAID_PS_HOLD=0 run --algo collnet -b 8 -e 8 -w 20 --iters 200); add lat_nohold "$t"
+  slow=$(awk -v r="${RATE%mbit}" 'BEGIN {printf "%dmbit", r / 4}')
+  $NB --prefix $P shape 4 0 "$slow" >/dev/null
+  read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet -w 2 --iters 4); add slow_adaptive "$b"
+  read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED BRAID_PS_WEIGHTING=equal run --algo collnet -w 1 --iters 2); add slow_equal "$b"
+  $NB --prefix $P restore 4 0 >/dev/null
+done
+
+# A server killed during a long run: every iteration checked.
+kill_ok=skipped
+if [ "${ONLY:-}" != basic ]; then
+echo "# server kill" >&2
+export BRAID_PS_SERVERS=$DEDICATED
+( sleep 6; $NB --prefix $P exec 5 pkill -9 -f "braid-ps --listen $(addr 5):7000" || true ) &
+killer=$!
+kill_ok=no
+if run --algo collnet -b 16M -e 16M -w 1 --iters 40 --check-all >/dev/null && grep -q "lost" "$tmp/r0" "$tmp/r1" "$tmp/r2" "$tmp/r3"; then kill_ok=yes; fi
+wait "$killer"
+fi
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+m() { echo "${vals[$1]}" | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
+{
+  echo "# braid CollNet on the netbed, $(date -u +%Y-%m-%dT%H:%MZ), 8 hosts x 1 NIC at $RATE, allreduce 64 MiB fp32"
+  echo "# medians of $rounds rounds; busbw in GB/s (1e9 B/s) = 2(n-1)/n x bytes / time, n = 4; raw values in brackets"
+  printf '%-52s %8s   %s\n' figure median "ratio (target)"
+  printf '%-52s %8s   [%s]\n' "ring allreduce, 4 nodes" "$(m ring)" "${vals[ring]}"
+  printf '%-52s %8s   %sx ring (>= 1.3; theory 1.5)  [%s]\n' "collnet, 4 dedicated servers" "$(m collnet)" "$(ratio "$(m collnet)" "$(m ring)")" "${vals[collnet]}"
+  printf '%-52s %8s   %sx ring (theory ~1.0)  [%s]\n' "collnet, servers co-located on the 4 nodes" "$(m coloc)" "$(ratio "$(m coloc)" "$(m ring)")" "${vals[coloc]}"
+  printf '%-52s %8s   %sx hold-back on  [%s]\n' "collnet, BRAID_PS_HOLD=0" "$(m collnet_nohold)" "$(ratio "$(m collnet_nohold)" "$(m collnet)")" "${vals[collnet_nohold]}"
+  printf '%-52s %8s   [%s]\n' "collnet 8 B latency, hold-back on (us)" "$(m lat_hold)" "${vals[lat_hold]}"
+  printf '%-52s %8s   [%s]\n' "collnet 8 B latency, BRAID_PS_HOLD=0 (us)" "$(m lat_nohold)" "${vals[lat_nohold]}"
+  best=$(awk -v h="$(m collnet)" 'BEGIN {printf "%.4f", h * 3.25 / 4}')
+  printf '%-52s %8s   %sx best weighting 3.25/4 of healthy (>= 0.95)  [%s]\n' "collnet, server 0 at a quarter rate, adaptive" "$(m slow_adaptive)" "$(ratio "$(m slow_adaptive)" "$best")" "${vals[slow_adaptive]}"
+  printf '%-52s %8s   %sx best weighting  [%s]\n' "collnet, server 0 at a quarter rate, equal weights" "$(m slow_equal)" "$(ratio "$(m slow_equal)" "$best")" "${vals[slow_equal]}"
+  echo "server killed during a 40-iteration verified run: completed correctly: $kill_ok"
+} | tee "$out"

@@ -1,0 +1,105 @@
+/* CollNet internals shared by collnet.c (set-up) and collnet_op.c (operations). */
+#ifndef BRAID_COLLNET_INT_H
+#define BRAID_COLLNET_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "assign.h"
+#include "proto.h"
+
+/* Operations one head may have issued and not yet reported done; also the distance at which
+ * rank 0's weights take effect (every head has received op seq's results before it may issue op
+ * seq + PS_WINDOW).  The same on every head by construction. */
+#define PS_WINDOW 64
+
+enum part_state { PART_QUEUED, PART_PUSHED, PART_RESULT, PART_RELEASED };
+
+struct ps_part {
+  size_t off, len;
+  int server;
+  uint8_t state;
+};
+
+struct braid_collcomm;
+
+struct ps_op {
+  uint32_t magic;
+  struct braid_collcomm *cc; /* owner */
+  int used;        /* issued and not yet reported done by test() */
+  int complete;    /* every partition released */
+  int failed;      /* unrecoverable: test() reports an error */
+  uint64_t seq;
+  const char *send;
+  char *recv;
+  char *stage;     /* private copy of the input when send and recv overlap */
+  size_t bytes;
+  int dtype, op;
+  uint32_t nparts, ndone;
+  struct ps_part *parts;
+  int parts_cap;
+  uint8_t weights[PS_MAX_SERVERS];      /* used to assign this op's partitions */
+  uint8_t next_weights[PS_MAX_SERVERS]; /* rank 0's, from this op's results: for seq + PS_WINDOW */
+  int have_next;
+  uint64_t t_issue;
+};
+
+/* One queued output frame: a header, then optionally len bytes at data (an op's input). */
+struct ps_out {
+  uint8_t hdr[PS_HDR_BYTES];
+  const char *data;
+  size_t len, done; /* bytes of header + data written so far */
+  uint64_t seq;
+  uint32_t part;
+};
+
+struct ps_queue {
+  struct ps_out *q;
+  size_t cap, head, len;
+};
+
+struct ps_srv {
+  int fd;
+  int lost;
+  char name[96];
+  /* Control frames (DONE) go ahead of queued PUSHes at the next frame boundary, so an
+   * operation's completion never waits behind later operations' data. */
+  struct ps_queue data, ctl;
+  /* input: a header, then a payload into `dst` (or discarded) */
+  uint8_t ib[PS_HDR_BYTES];
+  size_t igot;
+  struct ps_hdr ih;
+  char *dst;
+  size_t pgot;
+  char text[PS_MAX_TEXT + 1];
+  struct ps_rate rate;
+  uint64_t parts, bytes_out, bytes_in;
+};
+
+struct braid_collcomm {
+  uint32_t magic;
+  int rank, nranks, nservers, dev;
+  int hold;
+  int equal_weights; /* BRAID_PS_WEIGHTING=equal */
+  size_t part_bytes;
+  uint8_t session[PS_SESSION_BYTES];
+  struct ps_srv srv[PS_MAX_SERVERS];
+  uint32_t lost;
+  uint64_t seq;
+  struct ps_op ops[PS_WINDOW];
+  uint8_t my_weights[PS_MAX_SERVERS]; /* rank 0: its current estimate, attached to its pushes */
+  uint64_t last_window_ns;
+  uint8_t logged_weights[PS_MAX_SERVERS];
+  uint64_t last_weights_log_ns;
+  int all_lost_warned;
+  uint64_t nops, reroutes, bytes;
+  uint64_t t_open;
+};
+
+uint64_t ps_now_ns(void);
+/* Marks server s lost (closes it) and re-routes or fails what it held. */
+void ps_client_lose(struct braid_collcomm *cc, int s, const char *why);
+/* Frees every op and closes every server connection. */
+void ps_client_teardown(struct braid_collcomm *cc);
+
+#endif
