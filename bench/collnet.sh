@@ -71,11 +71,14 @@ for r in $(seq 1 "$rounds"); do
   [ "${ONLY:-}" = basic ] && continue
   read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED BRAID_PS_HOLD=0 run --algo collnet -w 1 --iters 3); add collnet_nohold "$b"
   read -r _ b < <(BRAID_PS_SERVERS=$COLOC run --algo collnet -w 1 --iters 3); add coloc "$b"
+  read -r t _ < <(run --algo ring -b 8 -e 8 -w 20 --iters 200); add lat_ring "$t"
   read -r t _ < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet -b 8 -e 8 -w 20 --iters 200); add lat_hold "$t"
   read -r t _ < <(BRAID_PS_SERVERS=$DEDICATED BRAID_PS_HOLD=0 run --algo collnet -b 8 -e 8 -w 20 --iters 200); add lat_nohold "$t"
   slow=$(awk -v r="${RATE%mbit}" 'BEGIN {printf "%dmbit", r / 4}')
   $NB --prefix $P shape 4 0 "$slow" >/dev/null
-  read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet -w 2 --iters 4); add slow_adaptive "$b"
+  # the weights settle over the first seconds (250 ms measurement windows, smoothed, applied 32
+  # operations later): warm up 4 iterations (about 8 s), then time 8
+  read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet -w 4 --iters 8); add slow_adaptive "$b"
   read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED BRAID_PS_WEIGHTING=equal run --algo collnet -w 1 --iters 2); add slow_equal "$b"
   $NB --prefix $P restore 4 0 >/dev/null
 done
@@ -103,6 +106,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; 
   printf '%-52s %8s   %sx ring (>= 1.3; theory 1.5)  [%s]\n' "collnet, 4 dedicated servers" "$(m collnet)" "$(ratio "$(m collnet)" "$(m ring)")" "${vals[collnet]}"
   printf '%-52s %8s   %sx ring (theory ~1.0)  [%s]\n' "collnet, servers co-located on the 4 nodes" "$(m coloc)" "$(ratio "$(m coloc)" "$(m ring)")" "${vals[coloc]}"
   printf '%-52s %8s   %sx hold-back on  [%s]\n' "collnet, BRAID_PS_HOLD=0" "$(m collnet_nohold)" "$(ratio "$(m collnet_nohold)" "$(m collnet)")" "${vals[collnet_nohold]}"
+  printf '%-52s %8s   [%s]\n' "ring 8 B allreduce latency (us)" "$(m lat_ring)" "${vals[lat_ring]}"
   printf '%-52s %8s   [%s]\n' "collnet 8 B latency, hold-back on (us)" "$(m lat_hold)" "${vals[lat_hold]}"
   printf '%-52s %8s   [%s]\n' "collnet 8 B latency, BRAID_PS_HOLD=0 (us)" "$(m lat_nohold)" "${vals[lat_nohold]}"
   best=$(awk -v h="$(m collnet)" 'BEGIN {printf "%.4f", h * 3.25 / 4}')

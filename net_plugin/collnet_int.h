@@ -11,7 +11,7 @@
 /* Operations one head may have issued and not yet reported done; also the distance at which
  * rank 0's weights take effect (every head has received op seq's results before it may issue op
  * seq + PS_WINDOW).  The same on every head by construction. */
-#define PS_WINDOW 64
+#define PS_WINDOW 32
 
 enum part_state { PART_QUEUED, PART_PUSHED, PART_RESULT, PART_RELEASED };
 
@@ -19,6 +19,17 @@ struct ps_part {
   size_t off, len;
   int server;
   uint8_t state;
+  uint8_t had_result;      /* a RESULT arrived once (from any server): this head holds it */
+  uint8_t release_pending; /* RELEASE came while our re-sent PUSH was still being written */
+};
+
+/* A completed operation whose slot was reused: where its partitions ended up, so that after
+ * losing a server this head can tell the replacement which of them it completed (GONE). */
+struct ps_hist {
+  uint64_t seq;
+  uint32_t nparts, cap;
+  int8_t *srv;
+  int valid;
 };
 
 struct braid_collcomm;
@@ -39,6 +50,8 @@ struct ps_op {
   struct ps_part *parts;
   int parts_cap;
   uint8_t weights[PS_MAX_SERVERS];      /* used to assign this op's partitions */
+  uint8_t attach[PS_MAX_SERVERS];       /* rank 0: its estimate, on every push of this op (re-sends
+                                           too, so every RESULT of the op carries the same) */
   uint8_t next_weights[PS_MAX_SERVERS]; /* rank 0's, from this op's results: for seq + PS_WINDOW */
   int have_next;
   uint64_t t_issue;
@@ -87,6 +100,7 @@ struct braid_collcomm {
   uint32_t lost;
   uint64_t seq;
   struct ps_op ops[PS_WINDOW];
+  struct ps_hist hist[PS_WINDOW]; /* the PS_WINDOW operations before those in ops[] */
   uint8_t my_weights[PS_MAX_SERVERS]; /* rank 0: its current estimate, attached to its pushes */
   uint64_t last_window_ns;
   uint8_t logged_weights[PS_MAX_SERVERS];

@@ -66,8 +66,9 @@ static void push_part(struct braid_collcomm *cc, struct ps_op *op, uint32_t p) {
   struct ps_srv *s = &cc->srv[pt->server];
   struct ps_hdr h = {.type = PS_PUSH, .dtype = (uint8_t)op->dtype, .op = (uint8_t)op->op,
                      .len = (uint32_t)pt->len, .part = p, .seq = op->seq, .rank = (uint32_t)cc->rank};
-  if (cc->rank == 0) memcpy(h.weights, cc->my_weights, PS_MAX_SERVERS);
+  memcpy(h.weights, op->attach, PS_MAX_SERVERS);
   pt->state = PART_QUEUED;
+  pt->release_pending = 0;
   const char *in = op->stage ? op->stage : op->send;
   if (q_push(&s->data, &h, in + pt->off, pt->len) != 0) {
     BRAID_WARN("CollNet: out of memory queueing a partition");
@@ -131,8 +132,32 @@ void ps_client_lose(struct braid_collcomm *cc, int si, const char *why) {
     fail_all(cc, why);
     return;
   }
+  /* The partitions this head completed at the lost server: the server may have died with some
+   * heads' RELEASE still on the way, and those heads re-send them to `to`, which must not wait
+   * for our input (gone with the completed operation). */
+  int gone = 0;
+  struct ps_hdr g = {.type = PS_GONE, .rank = (uint32_t)cc->rank};
+  for (int k = 0; k < PS_WINDOW; k++) {
+    struct ps_op *op = &cc->ops[k];
+    if (op->magic != OP_MAGIC || op->failed) continue;
+    for (uint32_t p = 0; p < op->nparts; p++) {
+      struct ps_part *pt = &op->parts[p];
+      if (pt->server != si || pt->state != PART_RELEASED) continue;
+      pt->server = to;
+      g.seq = op->seq, g.part = p;
+      gone += q_push(&cc->srv[to].ctl, &g, NULL, 0) == 0;
+    }
+    struct ps_hist *hi = &cc->hist[k];
+    for (uint32_t p = 0; hi->valid && p < hi->nparts; p++) {
+      if (hi->srv[p] != si) continue;
+      hi->srv[p] = (int8_t)to;
+      g.seq = hi->seq, g.part = p;
+      gone += q_push(&cc->srv[to].ctl, &g, NULL, 0) == 0;
+    }
+  }
   BRAID_WARN("CollNet rank %d/%d: braid-ps server %s lost (%s); %d pending partition(s) re-sent to "
-             "%s%s", cc->rank, cc->nranks, s->name, why, moved, cc->srv[to].name,
+             "%s (and %d completed ones reported there)%s", cc->rank, cc->nranks, s->name, why, moved,
+             cc->srv[to].name, gone,
              failed ? "; operations already completed elsewhere cannot be recovered without "
                       "BRAID_PS_HOLD=1 and fail" : "");
 }
@@ -167,8 +192,10 @@ static int flush_out(struct braid_collcomm *cc, int si) {
       /* A fully written PUSH: the server has our input for it. */
       struct ps_op *op = slot(cc, o->seq);
       if (op->used && op->seq == o->seq && o->part < op->nparts && op->parts[o->part].server == si &&
-          op->parts[o->part].state == PART_QUEUED)
+          op->parts[o->part].state == PART_QUEUED) {
         op->parts[o->part].state = PART_PUSHED;
+        if (op->parts[o->part].release_pending) release_part(op, &op->parts[o->part]);
+      }
     }
     q->head = (q->head + 1) % q->cap;
     q->len--;
@@ -217,13 +244,16 @@ static void on_header(struct braid_collcomm *cc, int si) {
     return;
   case PS_RELEASE:
     pt = find_part(cc, si, h, &op);
-    if (!pt || pt->state != PART_RESULT || !cc->hold) {
+    /* Normally after our DONE; after a re-route also when another head completed the partition
+     * at the lost server (GONE), which every head then holds the result of: we must too. */
+    if (!pt || !cc->hold || pt->state == PART_RELEASED || !(pt->state == PART_RESULT || pt->had_result)) {
       snprintf(err, sizeof err, "RELEASE for op %llu partition %u before its result",
                (unsigned long long)h->seq, h->part);
       ps_client_lose(cc, si, err);
       return;
     }
-    release_part(op, pt);
+    if (pt->state == PART_QUEUED) pt->release_pending = 1; /* our PUSH is still being written */
+    else release_part(op, pt);
     s->igot = 0;
     return;
   case PS_ERROR:
@@ -252,6 +282,7 @@ static void on_payload(struct braid_collcomm *cc, int si) {
   struct ps_part *pt = find_part(cc, si, h, &op);
   if (!pt) return; /* checked at the header; cannot happen */
   pt->state = PART_RESULT;
+  pt->had_result = 1;
   s->bytes_in += h->len;
   ps_rate_done(&s->rate, ps_now_ns(), h->len);
   memcpy(op->next_weights, h->weights, PS_MAX_SERVERS);
@@ -391,6 +422,17 @@ ncclResult_t braid_coll_iallreduce(void *coll_comm, void *send, void *recv, size
     op->parts = np;
     op->parts_cap = (int)nparts;
   }
+  if (op->magic == OP_MAGIC && !op->failed) { /* keep where the retiring op's partitions went */
+    struct ps_hist *hi = &cc->hist[op->seq % PS_WINDOW];
+    if (op->nparts > hi->cap) {
+      int8_t *n = realloc(hi->srv, op->nparts);
+      if (n) hi->srv = n, hi->cap = op->nparts;
+    }
+    hi->valid = op->nparts <= hi->cap;
+    hi->seq = op->seq;
+    hi->nparts = op->nparts;
+    for (uint32_t p = 0; hi->valid && p < op->nparts; p++) hi->srv[p] = (int8_t)op->parts[p].server;
+  }
   free(op->stage);
   op->stage = NULL;
   const char *s0 = send;
@@ -419,10 +461,13 @@ ncclResult_t braid_coll_iallreduce(void *coll_comm, void *send, void *recv, size
   op->have_next = 0;
   op->t_issue = now;
   memcpy(op->weights, w, sizeof w);
+  if (cc->rank == 0) memcpy(op->attach, cc->my_weights, sizeof op->attach);
+  else memset(op->attach, 0, sizeof op->attach);
   for (uint32_t p = 0; p < nparts; p++) {
     struct ps_part *pt = &op->parts[p];
     pt->off = (size_t)p * pb;
     pt->len = p + 1 < nparts ? pb : bytes - pt->off;
+    pt->had_result = 0;
     int srv = ps_assign(w, cc->nservers, op->seq, p, nparts);
     pt->server = ps_reroute(srv < 0 ? 0 : srv, cc->lost, cc->nservers);
     push_part(cc, op, p);
@@ -465,6 +510,7 @@ void ps_client_teardown(struct braid_collcomm *cc) {
     q_free(&cc->srv[i].ctl);
   }
   for (int k = 0; k < PS_WINDOW; k++) {
+    free(cc->hist[k].srv);
     free(cc->ops[k].parts);
     free(cc->ops[k].stage);
     cc->ops[k].magic = 0;

@@ -56,7 +56,7 @@ void ps_rate_window(struct ps_rate *r, uint64_t now) {
   busy_update(r, now);
   if (r->busy_ns >= 1e6 && r->bytes > 0) { /* at least 1 ms of work: enough to mean something */
     double cur = r->bytes / r->busy_ns;
-    r->rate = r->rate > 0 ? 0.75 * r->rate + 0.25 * cur : cur; /* smooth: noise moves weights little */
+    r->rate = r->rate > 0 ? 0.6 * r->rate + 0.4 * cur : cur; /* smoothed: noise moves weights little */
     r->busy_ns = 0;
     r->bytes = 0;
   }
@@ -70,6 +70,9 @@ void ps_weights(const struct ps_rate *r, int n, uint32_t lost, uint8_t out[PS_MA
   for (int i = 0; i < n; i++) {
     if (lost & (1u << i)) continue;
     if (max <= 0 || r[i].rate <= 0) { out[i] = 255; continue; }
+    /* Servers within a fifth of the fastest count as equal: when the heads' own NICs are the
+     * limit every server looks as fast as its share, and proportional weights would only drift. */
+    if (r[i].rate >= 0.8 * max) { out[i] = 255; continue; }
     double w = 255.0 * r[i].rate / max + 0.5;
     out[i] = (uint8_t)(w < 1 ? 1 : w > 255 ? 255 : w);
   }

@@ -45,8 +45,8 @@ void ps_rate_done(struct ps_rate *r, uint64_t now_ns, size_t bytes);
 /* Closes the window: folds its rate into the smoothed one (when the window saw enough work). */
 void ps_rate_window(struct ps_rate *r, uint64_t now_ns);
 
-/* Weights from rates: proportional, the fastest server 255, every server in use at least 1, lost
- * ones 0, unmeasured ones as the fastest. */
+/* Weights from rates: the fastest server 255, servers within a fifth of it 255 too, slower ones
+ * in proportion, every server in use at least 1, lost ones 0, unmeasured ones as the fastest. */
 void ps_weights(const struct ps_rate *r, int nservers, uint32_t lost, uint8_t out[PS_MAX_SERVERS]);
 
 #endif

@@ -22,7 +22,7 @@ static uint32_t fnv1a(const uint8_t *p, size_t n) {
 }
 
 static const char *const names[] = {"?",      "HELLO",  "CHALLENGE", "AUTH",    "READY", "REFUSE",
-                                    "PUSH",   "RESULT", "DONE",      "RELEASE", "ERROR"};
+                                    "PUSH",   "RESULT", "DONE",      "RELEASE", "ERROR", "GONE"};
 
 const char *ps_type_name(int type) {
   return type >= 1 && type <= PS_TYPE_MAX ? names[type] : "unknown";
@@ -62,7 +62,7 @@ int ps_hdr_decode(const uint8_t in[PS_HDR_BYTES], struct ps_hdr *h, char *err, s
   case PS_HELLO: want = PS_HELLO_BYTES; break;
   case PS_CHALLENGE: want = PS_CHALLENGE_BYTES; break;
   case PS_AUTH: want = PS_AUTH_BYTES; break;
-  case PS_READY: case PS_DONE: case PS_RELEASE: want = 0; break;
+  case PS_READY: case PS_DONE: case PS_RELEASE: case PS_GONE: want = 0; break;
   case PS_PUSH: case PS_RESULT:
     if (h->len == 0 || h->len > PS_MAX_PAYLOAD)
       FAIL("%s frame of %u bytes (allowed 1..%u)", ps_type_name(h->type), h->len, PS_MAX_PAYLOAD);

@@ -23,10 +23,18 @@
  *   (With hold-back off — BRAID_PS_HOLD=0 — heads complete on RESULT and never send DONE; the
  *   server frees the partition once its RESULT frames are queued.)
  *   server -> head    ERROR   {seq, part} + reason text; then the server closes the session.
+ *   head   -> server  GONE    {seq, part}: sent to a replacement server after losing one: this
+ *                     head already completed that partition (it got RELEASE, so every head holds
+ *                     the result).  The replacement then answers every head that re-sends the
+ *                     partition with RELEASE instead of waiting for this head's input.
  *
  * Failure: a server closes every connection of a session as soon as one of them fails or breaks
  * the protocol, so every head of the session sees the server gone and re-routes the partitions
- * it had there (see assign.h).  A head never talks to a server again after losing it. */
+ * it had there (see assign.h).  A head never talks to a server again after losing it.  A server
+ * can die while its RELEASE frames of one partition are on their way, so that some heads
+ * completed the partition and others did not: the latter re-send it to the replacement, the
+ * former tell the replacement GONE for every partition they completed there in their last
+ * 2 x PS_WINDOW operations, and the replacement releases the others. */
 #ifndef BRAID_PS_PROTO_H
 #define BRAID_PS_PROTO_H
 
@@ -59,7 +67,8 @@ enum ps_type {
   PS_DONE = 8,
   PS_RELEASE = 9,
   PS_ERROR = 10,
-  PS_TYPE_MAX = 10
+  PS_GONE = 11,
+  PS_TYPE_MAX = 11
 };
 
 /* Every frame starts with this header (PS_HDR_BYTES on the wire):

@@ -24,6 +24,7 @@
 #define RS_PUSHED 1u  /* header arrived, buffer allocated */
 #define RS_ARRIVED 2u /* payload complete */
 #define RS_DONE 4u    /* DONE received */
+#define RS_GONE 8u    /* GONE received: that head completed the partition at a lost server */
 
 struct ps_part {
   atomic_int refs; /* the session's table, a reader filling a buffer, each queued RESULT */
@@ -34,8 +35,9 @@ struct ps_part {
   uint8_t dtype, op;
   uint8_t weights[PS_MAX_SERVERS];
   /* under the session mutex */
-  uint32_t narrived, ndone;
+  uint32_t narrived, ndone, ngone;
   int reduced;
+  int settled; /* a GONE came: every head holds the result; pushes are answered with RELEASE */
   uint8_t *rs;        /* [nranks] RS_* bits */
   void **bufs;        /* [nranks]; the result goes to bufs[0] */
   const void **srcs;  /* [nranks]; the reduction's view of bufs */
@@ -563,9 +565,9 @@ static int push_header(struct ps_conn *c, const struct ps_hdr *h, uint8_t **dst,
       p = NULL;
       bad = "out of memory";
     }
-  } else if (p->len != h->len || p->dtype != h->dtype || p->op != h->op) {
+  } else if (!p->settled && (p->len != h->len || p->dtype != h->dtype || p->op != h->op)) {
     bad = "PUSH differs from the partition's first PUSH (length, data type or op)";
-  } else if (p->rs[c->rank] & RS_PUSHED) {
+  } else if (p->rs[c->rank] & (RS_PUSHED | RS_GONE)) {
     bad = "duplicate PUSH";
   }
   if (!bad) {
@@ -606,7 +608,19 @@ static void push_arrived(struct ps_conn *c, const struct ps_hdr *h, struct ps_pa
   }
   p->rs[c->rank] |= RS_ARRIVED;
   p->narrived++;
-  s->bytes_in += p->len;
+  s->bytes_in += h->len;
+  if (p->settled) { /* every head holds the result already: release this one, drop its input */
+    free(p->bufs[c->rank]);
+    p->bufs[c->rank] = NULL;
+    mem_give(c->ctx, h->len);
+    int gone = p->narrived + p->ngone == p->nranks;
+    if (gone) table_remove(s, p);
+    pthread_mutex_unlock(&s->mu);
+    struct ps_hdr r = {.type = PS_RELEASE, .part = h->part, .seq = h->seq};
+    ps_conn_send(c, &r, NULL);
+    if (gone) ps_part_put(p); /* the table's reference */
+    return;
+  }
   int last = p->narrived == p->nranks;
   pthread_mutex_unlock(&s->mu);
   if (!last) return;
@@ -702,6 +716,75 @@ static void on_done(struct ps_conn *c, const struct ps_hdr *h) {
   fanout_free(fan, small);
 }
 
+/* GONE: this head completed (seq, part) at a server it lost, so every head holds its result.
+ * Heads that re-send the partition here are released (now, or when their push arrives) instead
+ * of waiting for an input that will never come.  The entry is dropped once every head is
+ * accounted for (pushed or GONE). */
+static void on_gone(struct ps_conn *c, const struct ps_hdr *h) {
+  struct ps_session *s = c->session;
+  if (!s->hold) {
+    violation(c, h->seq, h->part, "GONE in a session without hold-back");
+    return;
+  }
+  struct ps_conn *small[SMALL_FANOUT], **fan = fanout_alloc(s, small);
+  if (!fan) {
+    session_error(c, h, "out of memory");
+    return;
+  }
+  const char *bad = NULL;
+  struct ps_part *p = NULL;
+  int gone = 0, first = 0;
+  pthread_mutex_lock(&s->mu);
+  if (s->closed) {
+    bad = "";
+  } else if (!(p = table_find(s, h->seq, h->part))) {
+    struct ps_hdr t = {.seq = h->seq, .part = h->part}; /* no data: a tombstone */
+    p = part_new(c->ctx, &t, s->nranks);
+    if (!p || table_insert(s, p) != 0) {
+      if (p) ps_part_put(p);
+      p = NULL;
+      bad = "out of memory";
+    }
+  } else if (p->reduced) {
+    bad = "GONE for a partition every head pushed here";
+  } else if (p->rs[c->rank] & (RS_PUSHED | RS_GONE)) {
+    bad = "GONE after a PUSH or GONE of the same head";
+  }
+  if (!bad) {
+    p->rs[c->rank] |= RS_GONE;
+    p->ngone++;
+    first = !p->settled;
+    p->settled = 1;
+    if (first) {
+      members_snapshot(s, fan);
+      for (uint32_t r = 0; r < s->nranks; r++) {
+        if (p->rs[r] & RS_ARRIVED) { /* its input is no longer needed; it gets RELEASE below */
+          free(p->bufs[r]);
+          p->bufs[r] = NULL;
+          mem_give(c->ctx, p->len);
+        } else if (fan[r]) { /* not here yet, or still arriving: released when it arrives */
+          ps_conn_put(fan[r]);
+          fan[r] = NULL;
+        }
+      }
+    }
+    gone = p->narrived + p->ngone == p->nranks;
+    if (gone) table_remove(s, p);
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (bad) {
+    fanout_free(fan, small);
+    if (bad[0]) session_error(c, h, "%s", bad);
+    return;
+  }
+  if (first) {
+    struct ps_hdr r = {.type = PS_RELEASE, .part = h->part, .seq = h->seq};
+    send_all(fan, s->nranks, &r, NULL);
+  }
+  fanout_free(fan, small);
+  if (gone) ps_part_put(p); /* the table's reference */
+}
+
 /* ---- Entry points from conn.c ---- */
 
 int ps_proto_header(struct ps_conn *c, const uint8_t raw[PS_HDR_BYTES], struct ps_hdr *h,
@@ -734,7 +817,7 @@ int ps_proto_header(struct ps_conn *c, const uint8_t raw[PS_HDR_BYTES], struct p
     return -1;
   case PS_CONN_READY:
     if (h->type == PS_PUSH) return push_header(c, h, dst, part);
-    if (h->type == PS_DONE) return 0;
+    if (h->type == PS_DONE || h->type == PS_GONE) return 0;
     violation(c, h->seq, h->part, "unexpected %s frame", ps_type_name(h->type));
     return -1;
   }
@@ -747,6 +830,7 @@ void ps_proto_frame(struct ps_conn *c, const struct ps_hdr *h, struct ps_part *p
   case PS_AUTH: on_auth(c); break;
   case PS_PUSH: push_arrived(c, h, part); break;
   case PS_DONE: on_done(c, h); break;
+  case PS_GONE: on_gone(c, h); break;
   default: break;
   }
 }

@@ -250,6 +250,14 @@ class Head {
     return Send(h);
   }
 
+  bool Gone(uint64_t seq, uint32_t part) {
+    ps_hdr h{};
+    h.type = PS_GONE;
+    h.seq = seq;
+    h.part = part;
+    return Send(h);
+  }
+
   const std::string &last_text() const { return last_text_; }
   const std::vector<uint8_t> &received() const { return received_; }
   int fd() const { return fd_; }
@@ -462,6 +470,37 @@ TEST(PsServerHold, DoneThenRelease) {
       EXPECT_EQ(f.h.part, 0u);
     }
     EXPECT_TRUE(srv.MemoryDrains());
+  }
+}
+
+// A replacement server after a server died with its RELEASE half sent: head 0 completed the
+// partition there (GONE), heads 1 and 2 re-send it.  They are released without a RESULT (they
+// hold it already), whether their push came before or after the GONE, and nothing stays held.
+TEST(PsServerHold, GoneReleasesHeadsThatResend) {
+  Server srv;
+  Session s = NewSession();
+  Heads heads = JoinAll(srv, s, 3, true);
+  std::vector<uint8_t> in = RandomInput(kFloat32, 4096, 7);
+  ASSERT_TRUE(heads[1]->Push(9, 2, 1, kFloat32, kSum, in));  // before the GONE
+  EXPECT_TRUE(heads[1]->Quiet(0.02)) << "waits for the other heads";
+  ASSERT_TRUE(heads[0]->Gone(9, 2));
+  Frame f;
+  ASSERT_TRUE(heads[1]->Read(&f));
+  EXPECT_EQ(f.h.type, PS_RELEASE) << f.Text();
+  EXPECT_EQ(f.h.seq, 9u);
+  EXPECT_EQ(f.h.part, 2u);
+  ASSERT_TRUE(heads[2]->Push(9, 2, 2, kFloat32, kSum, in));  // after it
+  ASSERT_TRUE(heads[2]->Read(&f));
+  EXPECT_EQ(f.h.type, PS_RELEASE) << f.Text();
+  EXPECT_TRUE(heads[0]->Quiet(0.02)) << "the head that sent GONE gets nothing";
+  EXPECT_TRUE(srv.MemoryDrains());
+  // A GONE from every head (all had completed it) is quiet too, and the session goes on.
+  for (uint32_t r = 0; r < 3; r++) ASSERT_TRUE(heads[r]->Gone(11, 0));
+  for (uint32_t r = 0; r < 3; r++) EXPECT_TRUE(heads[r]->Quiet(0.02));
+  for (uint32_t r = 0; r < 3; r++) ASSERT_TRUE(heads[r]->Push(12, 0, r, kInt32, kSum, RandomInput(kInt32, 8, r)));
+  for (uint32_t r = 0; r < 3; r++) {
+    ASSERT_TRUE(heads[r]->Read(&f));
+    EXPECT_EQ(f.h.type, PS_RESULT) << f.Text();
   }
 }
 
