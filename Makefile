@@ -75,7 +75,7 @@ $(BUILD)/obj/%.o: %.cc
 $(PLUGIN): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS))
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braid.so $^ -o $@ $(LDLIBS) $(PS_LIBS)
 
-$(CORE): $(call obj,$(COMMON_SRCS) $(NET_SRCS))
+$(CORE): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS))
 	@rm -f $@
 	ar rcs $@ $^
 
@@ -104,7 +104,7 @@ $(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE) $(PSCORE)
 
 # The threaded test, built with SAN=thread into build/tsan by `make test`.
 $(BUILD)/threads-test: $(BUILD)/obj/test/unit/threads_test.o $(CORE)
-	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
+	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS) $(PS_LIBS)
 
 unit: deps $(UNIT)
 

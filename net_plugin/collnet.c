@@ -273,7 +273,11 @@ static int hs_read(struct hs *h, struct ps_hdr *hdr) {
         hs_fail(h, "bad frame from the server: %s", err);
         return -1;
       }
-      want = PS_HDR_BYTES + hdr->len;
+      if (hdr->type != PS_CHALLENGE && hdr->type != PS_READY && hdr->type != PS_REFUSE) {
+        hs_fail(h, "unexpected %s frame during the handshake", ps_type_name(hdr->type));
+        return -1;
+      }
+      want = PS_HDR_BYTES + hdr->len; /* at most PS_MAX_TEXT for these types: fits buf */
       if (h->got == want) {
         h->got = 0;
         return 1;
@@ -554,6 +558,8 @@ ncclResult_t braid_coll_connect(void *handles[], int nranks, int rank, void *lis
                           cc->srv[i].lost ? " (lost)" : "");
   BRAID_INFO(NCCL_INIT | NCCL_NET, "CollNet rank %d/%d on device %d: session %02x%02x%02x%02x, servers %s",
              rank, nranks, l->dev, cc->session[0], cc->session[1], cc->session[2], cc->session[3], list);
+  pthread_mutex_init(&cc->mu, NULL);
+  ps_client_register(cc, 1);
   *coll_comm = cc;
   cc = NULL;
 out:
@@ -628,8 +634,12 @@ ncclResult_t braid_coll_close(void *coll_comm) {
   BRAID_INFO(NCCL_NET, "CollNet rank %d/%d closed after %.1f s: %llu allreduce ops, %.1f MB, %llu "
              "re-routed partitions;%s", cc->rank, cc->nranks, secs, (unsigned long long)cc->nops,
              (double)cc->bytes / 1e6, (unsigned long long)cc->reroutes, per);
+  ps_client_register(cc, 0); /* after this nothing else touches cc */
+  pthread_mutex_lock(&cc->mu);
   ps_client_teardown(cc);
   cc->magic = 0;
+  pthread_mutex_unlock(&cc->mu);
+  pthread_mutex_destroy(&cc->mu);
   free(cc);
   return ncclSuccess;
 }

@@ -30,5 +30,8 @@ ncclResult_t braid_coll_iflush(void *coll_comm, void *data, int size, void *mhan
 ncclResult_t braid_coll_test(void *request, int *done, int *size);
 ncclResult_t braid_coll_close(void *coll_comm);
 ncclResult_t braid_coll_close_listen(void *listen_comm);
+/* Gives collComms with no operation outstanding a turn of progress (at most every millisecond);
+ * called from the net plugin's test(). */
+void braid_coll_idle_progress(void);
 
 #endif

@@ -2,6 +2,7 @@
 #ifndef BRAID_COLLNET_INT_H
 #define BRAID_COLLNET_INT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -91,6 +92,7 @@ struct ps_srv {
 
 struct braid_collcomm {
   uint32_t magic;
+  pthread_mutex_t mu; /* NCCL's calls and the idle progress of braid_coll_idle_progress */
   int rank, nranks, nservers, dev;
   int hold;
   int equal_weights; /* BRAID_PS_WEIGHTING=equal */
@@ -106,6 +108,7 @@ struct braid_collcomm {
   uint8_t logged_weights[PS_MAX_SERVERS];
   uint64_t last_weights_log_ns;
   int all_lost_warned;
+  int poisoned, poison_warned; /* an op failed: no further ops (see op_fail) */
   uint64_t nops, reroutes, bytes;
   uint64_t t_open;
 };
@@ -113,6 +116,8 @@ struct braid_collcomm {
 uint64_t ps_now_ns(void);
 /* Marks server s lost (closes it) and re-routes or fails what it held. */
 void ps_client_lose(struct braid_collcomm *cc, int s, const char *why);
+/* Adds (on) or removes a collComm from the ones braid_coll_idle_progress() drives. */
+void ps_client_register(struct braid_collcomm *cc, int on);
 /* Frees every op and closes every server connection. */
 void ps_client_teardown(struct braid_collcomm *cc);
 

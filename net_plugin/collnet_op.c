@@ -10,6 +10,8 @@
  * buffer; an input that overlaps the receive buffer is copied first, since results may land
  * before the input is re-sent. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -56,8 +58,11 @@ static void q_free(struct ps_queue *q) {
   memset(q, 0, sizeof *q);
 }
 
+/* A failed op poisons its collComm: NCCL aborts on the error anyway, and no later op may reuse
+ * a slot whose frames (queued PUSHes, a RESULT being read) may still point into it. */
 static void op_fail(struct ps_op *op) {
   op->failed = 1;
+  op->cc->poisoned = 1;
 }
 
 /* Queues the PUSH of partition p of op on its server. */
@@ -137,7 +142,7 @@ void ps_client_lose(struct braid_collcomm *cc, int si, const char *why) {
    * for our input (gone with the completed operation). */
   int gone = 0;
   struct ps_hdr g = {.type = PS_GONE, .rank = (uint32_t)cc->rank};
-  for (int k = 0; k < PS_WINDOW; k++) {
+  for (int k = 0; cc->hold && k < PS_WINDOW; k++) {
     struct ps_op *op = &cc->ops[k];
     if (op->magic != OP_MAGIC || op->failed) continue;
     for (uint32_t p = 0; p < op->nparts; p++) {
@@ -252,6 +257,7 @@ static void on_header(struct braid_collcomm *cc, int si) {
       ps_client_lose(cc, si, err);
       return;
     }
+    if (pt->state != PART_RESULT) ps_rate_done(&s->rate, ps_now_ns(), 0); /* no RESULT came */
     if (pt->state == PART_QUEUED) pt->release_pending = 1; /* our PUSH is still being written */
     else release_part(op, pt);
     s->igot = 0;
@@ -355,16 +361,8 @@ static void log_weights(struct braid_collcomm *cc, uint64_t now) {
 
 /* ---------- entry points ---------- */
 
-ncclResult_t braid_coll_iallreduce(void *coll_comm, void *send, void *recv, size_t count,
-                                   int dtype, int op_, void *send_mh, void *recv_mh,
-                                   void **request) {
-  (void)send_mh, (void)recv_mh;
-  *request = NULL;
-  struct braid_collcomm *cc = coll_comm;
-  if (!cc || !cc->nservers || cc->magic != 0x43535042u) {
-    BRAID_WARN("CollNet iallreduce on an invalid collComm %p", coll_comm);
-    return ncclInvalidArgument;
-  }
+static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, void *recv,
+                                      size_t count, int dtype, int op_, void **request) {
   size_t esize = braid_reduce_type_size(dtype);
   if (!esize || !braid_reduce_supported(dtype, op_)) {
     BRAID_WARN("CollNet iallreduce of data type %d with op %d, which braid-ps does not reduce", dtype, op_);
@@ -379,6 +377,14 @@ ncclResult_t braid_coll_iallreduce(void *coll_comm, void *send, void *recv, size
     return ncclRemoteError;
   }
   progress(cc);
+  if (cc->poisoned || cc->lost == (1u << cc->nservers) - 1) {
+    if (!cc->poison_warned) {
+      cc->poison_warned = 1;
+      BRAID_WARN("CollNet rank %d/%d: an earlier allreduce failed (see above); this collComm takes "
+                 "no more operations", cc->rank, cc->nranks);
+    }
+    return ncclRemoteError;
+  }
   struct ps_op *op = slot(cc, cc->seq);
   if (op->used) return ncclSuccess; /* window full: NCCL retries this same call (seq unchanged) */
   uint64_t now = ps_now_ns();
@@ -470,6 +476,10 @@ ncclResult_t braid_coll_iallreduce(void *coll_comm, void *send, void *recv, size
     pt->had_result = 0;
     int srv = ps_assign(w, cc->nservers, op->seq, p, nparts);
     pt->server = ps_reroute(srv < 0 ? 0 : srv, cc->lost, cc->nservers);
+    if (pt->server < 0) { /* cannot happen: checked above that a server is left */
+      op_fail(op);
+      break;
+    }
     push_part(cc, op, p);
   }
   cc->seq++;
@@ -480,14 +490,7 @@ ncclResult_t braid_coll_iallreduce(void *coll_comm, void *send, void *recv, size
   return ncclSuccess;
 }
 
-ncclResult_t braid_coll_test(void *request, int *done, int *size) {
-  struct ps_op *op = request;
-  *done = 0;
-  if (!op || op->magic != OP_MAGIC || !op->used) {
-    BRAID_WARN("CollNet test of an invalid or finished request %p", request);
-    return ncclInvalidArgument;
-  }
-  struct braid_collcomm *cc = op->cc;
+static ncclResult_t test_locked(struct braid_collcomm *cc, struct ps_op *op, int *done, int *size) {
   if (!op->complete && !op->failed) progress(cc);
   if (op->failed) {
     op->used = 0;
@@ -500,6 +503,73 @@ ncclResult_t braid_coll_test(void *request, int *done, int *size) {
   *done = 1;
   if (size) *size = (int)(op->bytes > 0x7fffffff ? 0x7fffffff : op->bytes);
   return ncclSuccess;
+}
+
+ncclResult_t braid_coll_iallreduce(void *coll_comm, void *send, void *recv, size_t count,
+                                   int dtype, int op, void *send_mh, void *recv_mh,
+                                   void **request) {
+  (void)send_mh, (void)recv_mh;
+  *request = NULL;
+  struct braid_collcomm *cc = coll_comm;
+  if (!cc || !cc->nservers || cc->magic != 0x43535042u) {
+    BRAID_WARN("CollNet iallreduce on an invalid collComm %p", coll_comm);
+    return ncclInvalidArgument;
+  }
+  pthread_mutex_lock(&cc->mu);
+  ncclResult_t rc = iallreduce_locked(cc, send, recv, count, dtype, op, request);
+  pthread_mutex_unlock(&cc->mu);
+  return rc;
+}
+
+ncclResult_t braid_coll_test(void *request, int *done, int *size) {
+  struct ps_op *op = request;
+  *done = 0;
+  if (!op || op->magic != OP_MAGIC || !op->used) {
+    BRAID_WARN("CollNet test of an invalid or finished request %p", request);
+    return ncclInvalidArgument;
+  }
+  pthread_mutex_lock(&op->cc->mu);
+  ncclResult_t rc = test_locked(op->cc, op, done, size);
+  pthread_mutex_unlock(&op->cc->mu);
+  return rc;
+}
+
+/* ---------- progress while NCCL has no CollNet operation outstanding ----------
+ *
+ * NCCL drives a collComm only while it has CollNet operations pending.  A head that completed
+ * its part must still notice a lost server and report what it completed there (GONE), or a head
+ * that missed the server's last RELEASE waits for it forever; so the net plugin's own progress
+ * (every test() of every send/receive comm, which NCCL keeps calling while this node waits for
+ * any peer) also gives idle collComms a turn, at most every millisecond. */
+#define IDLE_MAX 64
+static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct braid_collcomm *idle_list[IDLE_MAX];
+static _Atomic int idle_n;
+static _Atomic uint64_t idle_last_ns;
+
+void ps_client_register(struct braid_collcomm *cc, int on) {
+  pthread_mutex_lock(&idle_mu);
+  int n = atomic_load(&idle_n);
+  if (on && n < IDLE_MAX) idle_list[n++] = cc;
+  for (int i = 0; !on && i < n; i++)
+    if (idle_list[i] == cc) idle_list[i] = idle_list[--n];
+  atomic_store(&idle_n, n);
+  pthread_mutex_unlock(&idle_mu);
+}
+
+void braid_coll_idle_progress(void) {
+  if (!atomic_load_explicit(&idle_n, memory_order_relaxed)) return;
+  uint64_t now = ps_now_ns(), last = atomic_load_explicit(&idle_last_ns, memory_order_relaxed);
+  if (now - last < 1000000ull || !atomic_compare_exchange_strong(&idle_last_ns, &last, now)) return;
+  pthread_mutex_lock(&idle_mu);
+  int n = atomic_load(&idle_n);
+  for (int i = 0; i < n; i++) {
+    struct braid_collcomm *cc = idle_list[i];
+    if (pthread_mutex_trylock(&cc->mu) != 0) continue; /* its own thread is in it */
+    if (!cc->poisoned) progress(cc);
+    pthread_mutex_unlock(&cc->mu);
+  }
+  pthread_mutex_unlock(&idle_mu);
 }
 
 void ps_client_teardown(struct braid_collcomm *cc) {

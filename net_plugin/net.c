@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collnet.h"
 #include "comm.h"
 #include "devices.h"
 #include "diag.h"
@@ -272,6 +273,7 @@ ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, v
 }
 
 ncclResult_t braid_net_test(void *request, int *done, int *sizes) {
+  braid_coll_idle_progress(); /* collComms this node finished with still notice lost servers */
   return braid_xfer_test(request, done, sizes);
 }
 

@@ -571,6 +571,11 @@ static int push_header(struct ps_conn *c, const struct ps_hdr *h, uint8_t **dst,
     bad = "duplicate PUSH";
   }
   if (!bad) {
+    if (p->settled && p->len == 0) { /* a GONE placeholder: account buffers by this length */
+      p->len = h->len;
+      p->dtype = h->dtype;
+      p->op = h->op;
+    }
     p->rs[c->rank] |= RS_PUSHED;
     p->bufs[c->rank] = buf;
     if (c->rank == 0) memcpy(p->weights, h->weights, PS_MAX_SERVERS);
