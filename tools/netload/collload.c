@@ -88,89 +88,21 @@ ncclResult_t collload_devices(struct collload *cl, int *ndev) { CL_SAME(cl, devi
 
 /* ---- properties ---------------------------------------------------------------------------- */
 
-/* netload's defaults for what an old version does not report (NCCL's compatibility layers). */
-static void cl_props_defaults(netload_props_t *p, int dev) {
-  memset(p, 0, sizeof *p);
-  p->vProps.ndevs = 1;
-  p->vProps.devs[0] = dev;
-  p->maxP2pBytes = MAX_NET_SIZE;
-  p->maxCollBytes = MAX_COLLNET_SIZE;
-  p->maxMultiRequestSize = 1;
-  p->railId = NCCL_NET_ID_UNDEF;
-  p->planeId = NCCL_NET_ID_UNDEF;
-}
-
-/* Members every version has, copied by name. */
-#define CL_COPY_BASE(d, s)                                                              \
-  do {                                                                                  \
-    (d)->name = (s)->name, (d)->pciPath = (s)->pciPath, (d)->guid = (s)->guid;          \
-    (d)->ptrSupport = (s)->ptrSupport, (d)->speed = (s)->speed, (d)->port = (s)->port;  \
-    (d)->latency = (s)->latency, (d)->maxComms = (s)->maxComms;                         \
-    (d)->maxRecvs = (s)->maxRecvs, (d)->netDeviceType = (s)->netDeviceType;             \
-    (d)->netDeviceVersion = (s)->netDeviceVersion;                                      \
-  } while (0)
-
-/* v9..v11 members beyond v8 (vProps holds 4 devices there). */
-#define CL_COPY_V9(d, s)                                                                \
-  do {                                                                                  \
-    (d)->regIsGlobal = (s)->regIsGlobal, (d)->forceFlush = (s)->forceFlush;             \
-    (d)->vProps.ndevs = (s)->vProps.ndevs;                                              \
-    memcpy((d)->vProps.devs, (s)->vProps.devs, sizeof (s)->vProps.devs);               \
-    (d)->maxP2pBytes = (s)->maxP2pBytes, (d)->maxCollBytes = (s)->maxCollBytes;         \
-  } while (0)
-
-/* Calls getProperties of version V into the zeroed struct q; R receives the result. */
-#define CL_PROPS(V, R, q)                                                               \
-  do {                                                                                  \
-    memset(&(q), 0, sizeof(q));                                                         \
-    (R) = cl->coll.V->getProperties(dev, &(q));                                         \
-  } while (0)
-
 ncclResult_t collload_get_properties(struct collload *cl, int dev, netload_props_t *p) {
+  union netload_raw_props q;
+  memset(&q, 0, sizeof q);
+  netload_props_defaults(&q.v12, dev); /* v12 fills the normalized layout itself */
+  netload_props_defaults(p, dev);
   ncclResult_t r = ncclInternalError;
-  cl_props_defaults(p, dev);
   switch (cl->version) {
-    case 7: {
-      ncclNetProperties_v7_t q;
-      CL_PROPS(v7, r, q);
-      if (r == ncclSuccess) CL_COPY_BASE(p, &q);
-      break;
-    }
-    case 8: {
-      ncclNetProperties_v8_t q;
-      CL_PROPS(v8, r, q);
-      if (r != ncclSuccess) break;
-      CL_COPY_BASE(p, &q);
-      p->regIsGlobal = q.regIsGlobal;
-      break;
-    }
-    case 9: {
-      ncclNetProperties_v9_t q;
-      CL_PROPS(v9, r, q);
-      if (r != ncclSuccess) break;
-      CL_COPY_BASE(p, &q);
-      CL_COPY_V9(p, &q);
-      break;
-    }
-    case 10: {
-      ncclNetProperties_v10_t q;
-      CL_PROPS(v10, r, q);
-      if (r != ncclSuccess) break;
-      CL_COPY_BASE(p, &q);
-      CL_COPY_V9(p, &q);
-      break;
-    }
-    case 11: {
-      ncclNetProperties_v11_t q;
-      CL_PROPS(v11, r, q);
-      if (r != ncclSuccess) break;
-      CL_COPY_BASE(p, &q);
-      CL_COPY_V9(p, &q);
-      p->maxMultiRequestSize = q.maxMultiRequestSize;
-      break;
-    }
-    case 12: r = cl->coll.v12->getProperties(dev, p); break;
+    case 7: r = cl->coll.v7->getProperties(dev, &q.v7); break;
+    case 8: r = cl->coll.v8->getProperties(dev, &q.v8); break;
+    case 9: r = cl->coll.v9->getProperties(dev, &q.v9); break;
+    case 10: r = cl->coll.v10->getProperties(dev, &q.v10); break;
+    case 11: r = cl->coll.v11->getProperties(dev, &q.v11); break;
+    case 12: r = cl->coll.v12->getProperties(dev, &q.v12); break;
   }
+  if (r == ncclSuccess) netload_props_convert(cl->version, &q, dev, p);
   return r;
 }
 

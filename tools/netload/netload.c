@@ -89,7 +89,7 @@ ncclResult_t netload_devices(struct netload *nl, int *ndev) { NL_SAME(nl, device
 /* ---- properties ---------------------------------------------------------------------------- */
 
 /* Defaults for the fields an old version does not report (NCCL's compatibility layers). */
-static void nl_props_defaults(netload_props_t *p, int dev) {
+void netload_props_defaults(netload_props_t *p, int dev) {
   memset(p, 0, sizeof *p);
   p->vProps.ndevs = 1;
   p->vProps.devs[0] = dev;
@@ -127,51 +127,39 @@ static void nl_props_defaults(netload_props_t *p, int dev) {
     (dst)->maxCollBytes = (src)->maxCollBytes;                          \
   } while (0)
 
-static ncclResult_t nl_props_old(struct netload *nl, int dev, netload_props_t *p) {
-  ncclResult_t r = ncclInternalError;
-  if (nl->version == 7) {
-    ncclNetProperties_v7_t q;
-    memset(&q, 0, sizeof q);
-    if ((r = nl->net.v7->getProperties(dev, &q)) == ncclSuccess) NL_COPY_BASE(p, &q);
-  } else if (nl->version == 8) {
-    ncclNetProperties_v8_t q;
-    memset(&q, 0, sizeof q);
-    if ((r = nl->net.v8->getProperties(dev, &q)) == ncclSuccess) {
-      NL_COPY_BASE(p, &q);
-      p->regIsGlobal = q.regIsGlobal;
-    }
-  } else if (nl->version == 9) {
-    ncclNetProperties_v9_t q;
-    memset(&q, 0, sizeof q);
-    if ((r = nl->net.v9->getProperties(dev, &q)) == ncclSuccess) {
-      NL_COPY_BASE(p, &q);
-      NL_COPY_V9(p, &q);
-    }
-  } else if (nl->version == 10) {
-    ncclNetProperties_v10_t q;
-    memset(&q, 0, sizeof q);
-    if ((r = nl->net.v10->getProperties(dev, &q)) == ncclSuccess) {
-      NL_COPY_BASE(p, &q);
-      NL_COPY_V9(p, &q);
-    }
+void netload_props_convert(int version, const union netload_raw_props *q, int dev,
+                           netload_props_t *p) {
+  netload_props_defaults(p, dev);
+  switch (version) {
+    case 7: NL_COPY_BASE(p, &q->v7); break;
+    case 8: NL_COPY_BASE(p, &q->v8); p->regIsGlobal = q->v8.regIsGlobal; break;
+    case 9: NL_COPY_BASE(p, &q->v9); NL_COPY_V9(p, &q->v9); break;
+    case 10: NL_COPY_BASE(p, &q->v10); NL_COPY_V9(p, &q->v10); break;
+    case 11:
+      NL_COPY_BASE(p, &q->v11);
+      NL_COPY_V9(p, &q->v11);
+      p->maxMultiRequestSize = q->v11.maxMultiRequestSize;
+      break;
+    case 12: *p = q->v12; break;
   }
-  return r;
 }
 
 ncclResult_t netload_get_properties(struct netload *nl, int dev, netload_props_t *props) {
-  nl_props_defaults(props, dev);
-  if (nl->version == 12) return nl->net.v12->getProperties(dev, props);
-  if (nl->version == 11) {
-    ncclNetProperties_v11_t q;
-    memset(&q, 0, sizeof q);
-    ncclResult_t r = nl->net.v11->getProperties(dev, &q);
-    if (r != ncclSuccess) return r;
-    NL_COPY_BASE(props, &q);
-    NL_COPY_V9(props, &q);
-    props->maxMultiRequestSize = q.maxMultiRequestSize;
-    return ncclSuccess;
+  union netload_raw_props q;
+  memset(&q, 0, sizeof q);
+  netload_props_defaults(&q.v12, dev); /* v12 fills the normalized layout itself */
+  ncclResult_t r = ncclInternalError;
+  switch (nl->version) {
+    case 7: r = nl->net.v7->getProperties(dev, &q.v7); break;
+    case 8: r = nl->net.v8->getProperties(dev, &q.v8); break;
+    case 9: r = nl->net.v9->getProperties(dev, &q.v9); break;
+    case 10: r = nl->net.v10->getProperties(dev, &q.v10); break;
+    case 11: r = nl->net.v11->getProperties(dev, &q.v11); break;
+    case 12: r = nl->net.v12->getProperties(dev, &q.v12); break;
   }
-  return nl_props_old(nl, dev, props);
+  if (r == ncclSuccess) netload_props_convert(nl->version, &q, dev, props);
+  else netload_props_defaults(props, dev);
+  return r;
 }
 
 /* ---- connection set-up --------------------------------------------------------------------- */

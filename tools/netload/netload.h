@@ -78,6 +78,21 @@ ncclResult_t netload_init(struct netload *nl, void **ctx, uint64_t comm_id,
 ncclResult_t netload_finalize(struct netload *nl, void *ctx);
 
 ncclResult_t netload_devices(struct netload *nl, int *ndev);
+
+/* Any version's property struct, and its conversion to the normalized one (fields the version
+ * lacks get NCCL's compatibility defaults).  Shared with collload (CollNet's properties). */
+union netload_raw_props {
+  ncclNetProperties_v7_t v7;
+  ncclNetProperties_v8_t v8;
+  ncclNetProperties_v9_t v9;
+  ncclNetProperties_v10_t v10;
+  ncclNetProperties_v11_t v11;
+  ncclNetProperties_v12_t v12;
+};
+void netload_props_convert(int version, const union netload_raw_props *q, int dev,
+                           netload_props_t *p);
+/* NCCL's compatibility defaults for device dev. */
+void netload_props_defaults(netload_props_t *p, int dev);
 /* props is fully written (see netload_props_t for defaults of fields an old version lacks). */
 ncclResult_t netload_get_properties(struct netload *nl, int dev, netload_props_t *props);
 
