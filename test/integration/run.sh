@@ -74,6 +74,14 @@ kill_case() { # name victim_rank
   sleep 2
   local pv=$p0 ps=$p1 survivor=1
   [ "$victim" = 1 ] && pv=$p1 ps=$p0 survivor=0
+  if ! kill -0 "$pv" 2>/dev/null; then
+    # The victim is gone before being killed: it could not start (e.g. the rendezvous port was
+    # taken). Say why, and try once more on another port.
+    kill -9 "$ps" 2>/dev/null; wait "$ps" "$pv" 2>/dev/null
+    echo "note: $name: rank $victim exited before the kill: $(tail -n 2 "$tmp/r$victim" | tr '\n' ' ')"
+    if [ -z "${retried:-}" ]; then retried=1; kill_case "$@"; retried=; return; fi
+    cp "$tmp/r$victim" "$tmp/out"; bad "$name (rank $victim exited by itself)"; return
+  fi
   kill -9 "$pv"
   local t0=$SECONDS rc=0
   for _ in $(seq 1 200); do kill -0 "$ps" 2>/dev/null || break; sleep 0.1; done
