@@ -13,7 +13,7 @@ SAN     ?=
 OPT     ?= -O2
 
 WARN     = -Wall -Wextra -Werror
-CPPFLAGS = -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote tools/netload -iquote ps_offload -MMD -MP
+CPPFLAGS = -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote tools/netload -iquote ps_offload -iquote tuner_plugin -MMD -MP
 CFLAGS   = -std=c11 $(OPT) -g -fPIC $(WARN) -fvisibility=hidden
 CXXFLAGS = -std=c++17 $(OPT) -g $(WARN)
 LDLIBS   = -ldl -lpthread -lm -lhwloc
@@ -37,6 +37,7 @@ STAT_SRCS   = $(wildcard tools/stat/*.c)
 # braid-ps: every ps_offload/*.c; main.c is the daemon's entry point, the rest is a library that
 # the unit tests link too.  PS_WIRE_SRCS are shared with the net plugin (the CollNet client).
 PS_SRCS     = $(filter-out ps_offload/main.c,$(wildcard ps_offload/*.c))
+TUNER_SRCS  = $(wildcard tuner_plugin/*.c)
 PS_WIRE_SRCS = ps_offload/proto.c ps_offload/auth.c ps_offload/assign.c ps_offload/reduce.c \
                ps_offload/reduce_x86.c
 UNIT_SRCS   = $(filter-out test/unit/threads_test.cc,$(wildcard test/unit/*.cc))
@@ -53,7 +54,9 @@ REFS    = $(BUILD)/tcp_stream $(BUILD)/tcp_pingpong $(BUILD)/tcp_onethread
 STAT    = $(BUILD)/braid-stat
 PS      = $(BUILD)/braid-ps
 PSCORE  = $(BUILD)/libbraid-ps.a
-TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(STAT) $(PS) $(REFS)
+TUNER   = $(BUILD)/libnccl-tuner-braid.so
+TUNERCORE = $(BUILD)/libbraid-tuner.a
+TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(STAT) $(PS) $(REFS) $(if $(TUNER_SRCS),$(TUNER))
 
 include tools/perf/build.mk
 include tools/trace/build.mk
@@ -83,6 +86,13 @@ $(PSCORE): $(call obj,$(PS_SRCS))
 	@rm -f $@
 	ar rcs $@ $^
 
+$(TUNER): $(call obj,$(COMMON_SRCS) $(TUNER_SRCS))
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-tuner-braid.so $^ -o $@ $(LDLIBS)
+
+$(TUNERCORE): $(call obj,$(TUNER_SRCS))
+	@rm -f $@
+	ar rcs $@ $^
+
 $(PS): $(call obj,ps_offload/main.c $(COMMON_SRCS)) $(PSCORE)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(PS_LIBS)
 
@@ -99,7 +109,7 @@ $(BUILD)/tcp_%: bench/ref/tcp_%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 $(WARN) -pthread $< -o $@
 
-$(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE) $(PSCORE)
+$(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE) $(PSCORE) $(if $(TUNER_SRCS),$(TUNERCORE))
 	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS) $(PS_LIBS)
 
 # The threaded test, built with SAN=thread into build/tsan by `make test`.
