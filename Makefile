@@ -130,7 +130,7 @@ bench: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(TRACE) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(TRACE) $(TUNER) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/braid-trace-shape $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(PERF) $(STAT) $(PS) $(DESTDIR)$(PREFIX)/bin/
 
