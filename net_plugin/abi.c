@@ -6,7 +6,7 @@
  * CollNet symbol is exported from here (NCCL would pick a tuner up from the net library unasked). */
 #include <string.h>
 
-#include "abi_props.h"
+#include "abi_shared.h"
 #include "log.h"
 #include "net.h"
 #include "nccl_plugin/net.h"
@@ -168,16 +168,16 @@ static ncclResult_t irecv_v10(void *rc, int n, void **data, size_t *sizes, int *
   return braid_net_irecv(rc, n, data, sizes, tags, mh, req);
 }
 
-static ncclResult_t vdev_v9(int *d, ncclNetVDeviceProps_v9_t *p) {
+ncclResult_t vdev_v9(int *d, ncclNetVDeviceProps_v9_t *p) {
   return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
 }
-static ncclResult_t vdev_v10(int *d, ncclNetVDeviceProps_v10_t *p) {
+ncclResult_t vdev_v10(int *d, ncclNetVDeviceProps_v10_t *p) {
   return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
 }
-static ncclResult_t vdev_v11(int *d, ncclNetVDeviceProps_v11_t *p) {
+ncclResult_t vdev_v11(int *d, ncclNetVDeviceProps_v11_t *p) {
   return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
 }
-static ncclResult_t vdev_v12(int *d, ncclNetVDeviceProps_v12_t *p) {
+ncclResult_t vdev_v12(int *d, ncclNetVDeviceProps_v12_t *p) {
   return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V12) : ncclInvalidArgument;
 }
 

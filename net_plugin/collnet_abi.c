@@ -5,7 +5,7 @@
  * ireducescatter stay NULL: NCCL reaches them only through CollNetDirect or NVLS, which a
  * one-head-per-node parameter-server design does not serve; NCCL then keeps CollNet for
  * allreduce only. */
-#include "abi_props.h"
+#include "abi_shared.h"
 #include "collnet.h"
 #include "log.h"
 #include "net.h"
@@ -62,19 +62,6 @@ static ncclResult_t ciallreduce(void *cc, void *s, void *r, size_t count, ncclDa
   return braid_coll_iallreduce(cc, s, r, count, (int)dt, (int)op, smh, rmh, req);
 }
 
-static ncclResult_t cvdev_v9(int *d, ncclNetVDeviceProps_v9_t *p) {
-  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
-}
-static ncclResult_t cvdev_v10(int *d, ncclNetVDeviceProps_v10_t *p) {
-  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
-}
-static ncclResult_t cvdev_v11(int *d, ncclNetVDeviceProps_v11_t *p) {
-  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
-}
-static ncclResult_t cvdev_v12(int *d, ncclNetVDeviceProps_v12_t *p) {
-  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V12) : ncclInvalidArgument;
-}
-
 #define CTAIL                                                                                 \
   .devices = braid_coll_devices, .connect = braid_coll_connect,                               \
   .reduceSupport = creduce_support, .regMrDmaBuf = NULL, .deregMr = braid_coll_dereg_mr,      \
@@ -93,19 +80,19 @@ EXPORT ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
 EXPORT ncclCollNet_v9_t ncclCollNetPlugin_v9 = {
     .name = "braid", .init = cinit_v9, .getProperties = props_v9, .listen = clisten_old,
     .regMr = braid_coll_reg_mr, .iallreduce = ciallreduce, .iallgather = NULL,
-    .ireducescatter = NULL, .makeVDevice = cvdev_v9, CTAIL};
+    .ireducescatter = NULL, .makeVDevice = vdev_v9, CTAIL};
 
 EXPORT ncclCollNet_v10_t ncclCollNetPlugin_v10 = {
     .name = "braid", .init = cinit_v10, .getProperties = props_v10, .listen = clisten_old,
     .regMr = braid_coll_reg_mr, .iallreduce = ciallreduce, .iallgather = NULL,
-    .ireducescatter = NULL, .makeVDevice = cvdev_v10, CTAIL};
+    .ireducescatter = NULL, .makeVDevice = vdev_v10, CTAIL};
 
 EXPORT ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
     .name = "braid", .init = cinit_v11, .getProperties = props_v11, .listen = braid_coll_listen,
     .regMr = braid_coll_reg_mr, .iallreduce = ciallreduce, .iallgather = NULL,
-    .ireducescatter = NULL, .makeVDevice = cvdev_v11, .finalize = braid_coll_finalize, CTAIL};
+    .ireducescatter = NULL, .makeVDevice = vdev_v11, .finalize = braid_coll_finalize, CTAIL};
 
 EXPORT ncclCollNet_v12_t ncclCollNetPlugin_v12 = {
     .name = "braid", .init = cinit_v12, .getProperties = props_v12, .listen = braid_coll_listen,
     .regMr = braid_coll_reg_mr, .iallreduce = ciallreduce, .iallgather = NULL,
-    .ireducescatter = NULL, .makeVDevice = cvdev_v12, .finalize = braid_coll_finalize, CTAIL};
+    .ireducescatter = NULL, .makeVDevice = vdev_v12, .finalize = braid_coll_finalize, CTAIL};
