@@ -678,17 +678,24 @@ static void push_arrived(struct ps_conn *c, const struct ps_hdr *h, struct ps_pa
   if (drop) ps_part_put(p); /* the table's reference */
 }
 
-static void on_done(struct ps_conn *c, const struct ps_hdr *h) {
+/* DONE and GONE exist only with hold-back, and may release a partition to every member: checks
+ * the first and returns the fan-out array for the second (NULL after closing the session). */
+static struct ps_conn **hold_frame_fanout(struct ps_conn *c, const struct ps_hdr *h,
+                                          struct ps_conn **small) {
   struct ps_session *s = c->session;
   if (!s->hold) {
-    violation(c, h->seq, h->part, "DONE in a session without hold-back");
-    return;
+    violation(c, h->seq, h->part, "%s in a session without hold-back", ps_type_name(h->type));
+    return NULL;
   }
-  struct ps_conn *small[SMALL_FANOUT], **fan = fanout_alloc(s, small);
-  if (!fan) {
-    session_error(c, h, "out of memory");
-    return;
-  }
+  struct ps_conn **fan = fanout_alloc(s, small);
+  if (!fan) session_error(c, h, "out of memory");
+  return fan;
+}
+
+static void on_done(struct ps_conn *c, const struct ps_hdr *h) {
+  struct ps_session *s = c->session;
+  struct ps_conn *small[SMALL_FANOUT], **fan = hold_frame_fanout(c, h, small);
+  if (!fan) return;
   const char *bad = NULL;
   struct ps_part *p = NULL;
   int release = 0;
@@ -727,15 +734,8 @@ static void on_done(struct ps_conn *c, const struct ps_hdr *h) {
  * accounted for (pushed or GONE). */
 static void on_gone(struct ps_conn *c, const struct ps_hdr *h) {
   struct ps_session *s = c->session;
-  if (!s->hold) {
-    violation(c, h->seq, h->part, "GONE in a session without hold-back");
-    return;
-  }
-  struct ps_conn *small[SMALL_FANOUT], **fan = fanout_alloc(s, small);
-  if (!fan) {
-    session_error(c, h, "out of memory");
-    return;
-  }
+  struct ps_conn *small[SMALL_FANOUT], **fan = hold_frame_fanout(c, h, small);
+  if (!fan) return;
   const char *bad = NULL;
   struct ps_part *p = NULL;
   int gone = 0, first = 0;
