@@ -28,7 +28,7 @@ CFLAGS  += $(SANFLAGS)
 CXXFLAGS += $(SANFLAGS)
 LDFLAGS += $(SANFLAGS)
 
-COMMON_SRCS = common/log.c common/param.c
+COMMON_SRCS = common/log.c common/param.c common/sockaddr.c
 NET_SRCS    = $(wildcard net_plugin/*.c)
 NETLOAD_SRCS = $(wildcard tools/netload/*.c)
 PERF_SRCS   = $(wildcard tools/perf/*.c)

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 
+#include "sockaddr.h"
+
 #define BRAID_MAX_IFACES 32
 
 struct braid_iface {
@@ -29,7 +31,5 @@ bool braid_ifname_match(const char *spec, const char *name);
  * family: "", "AF_INET" or "AF_INET6". */
 int braid_ifaces_select(const char *spec, const char *family, struct braid_iface *out, int max);
 
-/* "addr%if" / "[addr]:port" text for logs. */
-const char *braid_sockaddr_str(const struct sockaddr *sa, char *buf, size_t len);
 
 #endif

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "sockaddr.h"
 
 #define MAX_THREADS 256
 #define TICK_NS 100000000ull /* timeouts are checked this often */
@@ -203,24 +204,6 @@ static void *worker_main(void *arg) {
 
 /* ---- Acceptor ---- */
 
-static void peer_name(const struct sockaddr_storage *ss, char *out, size_t n) {
-  char a[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (ss->ss_family == AF_INET) {
-    const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-    inet_ntop(AF_INET, &s4->sin_addr, a, sizeof a);
-    port = ntohs(s4->sin_port);
-    snprintf(out, n, "%s:%d", a, port);
-  } else if (ss->ss_family == AF_INET6) {
-    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-    inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a);
-    port = ntohs(s6->sin6_port);
-    snprintf(out, n, "[%s]:%d", a, port);
-  } else {
-    snprintf(out, n, "?");
-  }
-}
-
 static void tune_socket(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -254,7 +237,7 @@ static void accept_ready(struct ps_server *s) {
     }
     tune_socket(fd);
     char peer[64];
-    peer_name(&ss, peer, sizeof peer);
+    braid_sockaddr_str((const struct sockaddr *)&ss, peer, sizeof peer);
     struct worker *w = &s->workers[s->next_worker++ % (unsigned)s->nworkers];
     struct ps_conn *c = ps_conn_new(s->ctx, fd, w, peer);
     if (!c) {
