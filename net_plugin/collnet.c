@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <netdb.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +22,6 @@
 #include "sock.h"
 
 #define LISTEN_MAGIC 0x4C535042u /* "BPSL" */
-#define COLL_MAGIC 0x43535042u   /* "BPSC" */
 #define CMR_MAGIC 0x4D535042u    /* "BPSM" */
 #define HANDLE_MAGIC 0x48535042u /* "BPSH" */
 
@@ -310,12 +308,7 @@ static int resolve(int i, struct sockaddr_storage *ss, socklen_t *len, char *err
 static void tune_ps_socket(int fd) {
   braid_sock_tune(fd);
   braid_sock_short_queue(fd); /* DONE frames must not wait behind megabytes in the kernel */
-  unsigned int ut = (unsigned int)braid_param_int(BRAID_P_PS_TIMEOUT_MS);
-  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut);
-  int idle = (int)(ut / 3000) > 0 ? (int)(ut / 3000) : 1, cnt = 3;
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  braid_sock_set_timeout(fd, braid_param_int(BRAID_P_PS_TIMEOUT_MS));
 }
 
 /* Starts (or restarts) the TCP connect to server i from the device's rail i % nrails. */
@@ -579,7 +572,7 @@ ncclResult_t braid_coll_reduce_support(int dtype, int op, int *supported) {
   return ncclSuccess;
 }
 
-static struct braid_collcomm *coll_check(void *p, const char *what) {
+struct braid_collcomm *braid_collcomm_check(void *p, const char *what) {
   struct braid_collcomm *cc = p;
   if (!cc || cc->magic != COLL_MAGIC) {
     BRAID_WARN("CollNet %s on an invalid collComm %p", what, p);
@@ -590,7 +583,7 @@ static struct braid_collcomm *coll_check(void *p, const char *what) {
 
 ncclResult_t braid_coll_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle) {
   *mhandle = NULL;
-  if (!coll_check(coll_comm, "regMr")) return ncclInvalidArgument;
+  if (!braid_collcomm_check(coll_comm, "regMr")) return ncclInvalidArgument;
   if (type != NCCL_PTR_HOST) {
     BRAID_WARN("CollNet regMr of memory type %d: braid CollNet offers host memory only (ptrSupport HOST)", type);
     return ncclInvalidArgument;
@@ -606,7 +599,7 @@ ncclResult_t braid_coll_reg_mr(void *coll_comm, void *data, size_t size, int typ
 
 ncclResult_t braid_coll_dereg_mr(void *coll_comm, void *mhandle) {
   struct coll_mr *m = mhandle;
-  if (!coll_check(coll_comm, "deregMr")) return ncclInvalidArgument;
+  if (!braid_collcomm_check(coll_comm, "deregMr")) return ncclInvalidArgument;
   if (!m || m->magic != CMR_MAGIC) {
     BRAID_WARN("CollNet deregMr of an invalid handle %p", mhandle);
     return ncclInvalidArgument;
@@ -619,11 +612,11 @@ ncclResult_t braid_coll_dereg_mr(void *coll_comm, void *mhandle) {
 ncclResult_t braid_coll_iflush(void *coll_comm, void *data, int size, void *mhandle, void **request) {
   (void)data, (void)size, (void)mhandle;
   *request = NULL; /* host memory: nothing to flush */
-  return coll_check(coll_comm, "iflush") ? ncclSuccess : ncclInvalidArgument;
+  return braid_collcomm_check(coll_comm, "iflush") ? ncclSuccess : ncclInvalidArgument;
 }
 
 ncclResult_t braid_coll_close(void *coll_comm) {
-  struct braid_collcomm *cc = coll_check(coll_comm, "closeColl");
+  struct braid_collcomm *cc = braid_collcomm_check(coll_comm, "closeColl");
   if (!cc) return ncclInvalidArgument;
   double secs = (double)(ps_now_ns() - cc->t_open) / 1e9;
   char per[PS_MAX_SERVERS * 96] = "";

@@ -90,6 +90,8 @@ struct ps_srv {
   uint64_t parts, bytes_out, bytes_in;
 };
 
+#define COLL_MAGIC 0x43535042u /* "BPSC": a live braid_collcomm */
+
 struct braid_collcomm {
   uint32_t magic;
   pthread_mutex_t mu; /* NCCL's calls and the idle progress of braid_coll_idle_progress */
@@ -114,6 +116,8 @@ struct braid_collcomm {
 };
 
 uint64_t ps_now_ns(void);
+/* p as a live collComm, or NULL after a WARN naming the call (what). */
+struct braid_collcomm *braid_collcomm_check(void *p, const char *what);
 /* Marks server s lost (closes it) and re-routes or fails what it held. */
 void ps_client_lose(struct braid_collcomm *cc, int s, const char *why);
 /* Adds (on) or removes a collComm from the ones braid_coll_idle_progress() drives. */

@@ -510,11 +510,8 @@ ncclResult_t braid_coll_iallreduce(void *coll_comm, void *send, void *recv, size
                                    void **request) {
   (void)send_mh, (void)recv_mh;
   *request = NULL;
-  struct braid_collcomm *cc = coll_comm;
-  if (!cc || !cc->nservers || cc->magic != 0x43535042u) {
-    BRAID_WARN("CollNet iallreduce on an invalid collComm %p", coll_comm);
-    return ncclInvalidArgument;
-  }
+  struct braid_collcomm *cc = braid_collcomm_check(coll_comm, "iallreduce");
+  if (!cc) return ncclInvalidArgument;
   pthread_mutex_lock(&cc->mu);
   ncclResult_t rc = iallreduce_locked(cc, send, recv, count, dtype, op, request);
   pthread_mutex_unlock(&cc->mu);

@@ -49,19 +49,22 @@ int braid_sock_open(const struct braid_iface *ifc) {
   return fd;
 }
 
-void braid_sock_tune(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  int64_t timeout_ms = braid_param_int(BRAID_P_TIMEOUT_MS);
+void braid_sock_set_timeout(int fd, int64_t timeout_ms) {
   unsigned int user_timeout = (unsigned int)timeout_ms;
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
   /* Keepalive probes are answered by the peer's kernel even while its application is busy, so a
    * silent peer host is detected without failing a peer that is merely slow. */
-  int idle = (int)(timeout_ms / 3000) > 0 ? (int)(timeout_ms / 3000) : 1, cnt = 3;
+  int one = 1, idle = (int)(timeout_ms / 3000) > 0 ? (int)(timeout_ms / 3000) : 1, cnt = 3;
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
+
+void braid_sock_tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  braid_sock_set_timeout(fd, braid_param_int(BRAID_P_TIMEOUT_MS));
   int buf = (int)braid_param_int(BRAID_P_SOCK_BUF_BYTES);
   if (buf > 0) {
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);

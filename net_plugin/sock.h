@@ -11,6 +11,10 @@
 int braid_sock_open(const struct braid_iface *ifc);
 /* Data-socket options: no Nagle, keepalive and a user timeout derived from BRAID_TIMEOUT_MS. */
 void braid_sock_tune(int fd);
+/* TCP user timeout and keepalive probes (a third of it apart, 3 of them) so a dead path or a
+ * silent peer host fails the socket after about timeout_ms; braid_sock_tune uses
+ * BRAID_TIMEOUT_MS. */
+void braid_sock_set_timeout(int fd, int64_t timeout_ms);
 /* A non-blocking connect: 1 connected, 0 still in progress, -1 failed (errno says why). */
 int braid_sock_connected(int fd);
 /* A short unsent queue (TCP_NOTSENT_LOWAT), so a slow rail's backlog stays short in time. */
