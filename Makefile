@@ -87,7 +87,7 @@ $(PSCORE): $(call obj,$(PS_SRCS))
 	ar rcs $@ $^
 
 $(TUNER): $(call obj,$(COMMON_SRCS) $(TUNER_SRCS))
-	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-tuner-braid.so $^ -o $@ $(LDLIBS)
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-tuner-braid.so $^ -o $@ $(LDLIBS) $(PS_LIBS)
 
 $(TUNERCORE): $(call obj,$(TUNER_SRCS))
 	@rm -f $@

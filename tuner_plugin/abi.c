@@ -14,7 +14,7 @@ static ncclResult_t init_old(int version, size_t nranks, size_t nnodes,
     BRAID_WARN("tuner: init v%d called without a context pointer", version);
     return ncclInternalError;
   }
-  braid_tuner_create((struct braid_tuner **)ctx, version, 0, nranks, nnodes);
+  braid_tuner_create((struct braid_tuner **)ctx, version, 0, nranks, nnodes, NULL);
   return ncclSuccess;
 }
 
@@ -29,30 +29,30 @@ static ncclResult_t init_v4(size_t nranks, size_t nnodes, ncclDebugLogger_t logg
 }
 
 static ncclResult_t init_new(int version, void **ctx, uint64_t comm_id, size_t nranks,
-                             size_t nnodes, ncclDebugLogger_t logger) {
+                             size_t nnodes, ncclDebugLogger_t logger,
+                             const ncclTunerConstants_v5_t *constants) {
   braid_log_set_logger(logger);
   if (!ctx) {
     BRAID_WARN("tuner: init v%d called without a context pointer", version);
     return ncclInternalError;
   }
-  braid_tuner_create((struct braid_tuner **)ctx, version, comm_id, nranks, nnodes);
+  braid_tuner_create((struct braid_tuner **)ctx, version, comm_id, nranks, nnodes, constants);
   return ncclSuccess;
 }
 
-/* nvlDomainInfo and constants are read by NCCL's model; braid leaves them as NCCL set them. */
+/* constants seed the model's latencies; braid leaves them (and nvlDomainInfo) as NCCL set them,
+ * so NCCL's own model is unchanged. */
 static ncclResult_t init_v5(void **ctx, uint64_t comm_id, size_t nranks, size_t nnodes,
                             ncclDebugLogger_t logger, ncclNvlDomainInfo_v5_t *nvl,
                             ncclTunerConstants_v5_t *constants) {
   (void)nvl;
-  (void)constants;
-  return init_new(5, ctx, comm_id, nranks, nnodes, logger);
+  return init_new(5, ctx, comm_id, nranks, nnodes, logger, constants);
 }
 static ncclResult_t init_v6(void **ctx, uint64_t comm_id, size_t nranks, size_t nnodes,
                             ncclDebugLogger_t logger, ncclNvlDomainInfo_v6_t *nvl,
                             ncclTunerConstants_v6_t *constants) {
   (void)nvl;
-  (void)constants;
-  return init_new(6, ctx, comm_id, nranks, nnodes, logger);
+  return init_new(6, ctx, comm_id, nranks, nnodes, logger, constants);
 }
 
 static ncclResult_t coll_v2(void *ctx, ncclFunc_t coll, size_t nbytes, int collnet_support,
@@ -66,7 +66,7 @@ static ncclResult_t coll_v2(void *ctx, ncclFunc_t coll, size_t nbytes, int colln
 static ncclResult_t coll_v3(void *ctx, ncclFunc_t coll, size_t nbytes, int pipe_ops,
                             float **table, int num_algo, int num_proto, int *nchannels) {
   braid_tuner_apply_table(ctx, (int)coll, nbytes, pipe_ops, -1, (float *)(void *)table,
-                          num_algo, num_proto, nchannels);
+                          num_algo, num_proto, nchannels, NULL);
   return ncclSuccess;
 }
 
@@ -75,7 +75,7 @@ static ncclResult_t coll_v4(void *ctx, ncclFunc_t coll, size_t nbytes, int pipe_
                             float **table, int num_algo, int num_proto, int reg_buff,
                             int *nchannels) {
   braid_tuner_apply_table(ctx, (int)coll, nbytes, pipe_ops, reg_buff, (float *)(void *)table,
-                          num_algo, num_proto, nchannels);
+                          num_algo, num_proto, nchannels, NULL);
   return ncclSuccess;
 }
 

@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "nccl_plugin/tuner.h"
+#include "textfile.h"
 
 #define RULES_MAX_FIELDS 10
 #define RULES_MIN_FIELDS 8
@@ -233,46 +234,18 @@ int braid_rules_load(const char *path, struct braid_rules *out, braid_rules_warn
   out->v = NULL;
   out->n = 0;
   if (!warn) warn = default_warn;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  size_t len = 0;
+  char *buf = braid_read_small_file(path, RULES_FILE_MAX, &len);
+  if (!buf) {
     if (errno == ENOENT) return 0;
+    if (errno == ENOMEM) return -1;
     char msg[160];
-    snprintf(msg, sizeof msg, "cannot open: %s; no rules", strerror(errno));
+    if (errno == EFBIG)
+      snprintf(msg, sizeof msg, "larger than 16 MiB, not a rules file; no rules");
+    else
+      snprintf(msg, sizeof msg, "cannot read: %s; no rules", strerror(errno));
     warn(warn_arg, path, 0, msg);
     return 1;
-  }
-  size_t cap = 4096, len = 0;
-  char *buf = malloc(cap);
-  int failed = buf == NULL;
-  while (!failed) {
-    if (len == cap) {
-      if (cap >= RULES_FILE_MAX) {
-        warn(warn_arg, path, 0, "larger than 16 MiB, not a rules file; no rules");
-        failed = 2;
-        break;
-      }
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) {
-        failed = 1;
-        break;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    size_t got = fread(buf + len, 1, cap - len, f);
-    len += got;
-    if (got == 0) {
-      if (ferror(f)) {
-        warn(warn_arg, path, 0, "read error; no rules");
-        failed = 2;
-      }
-      break;
-    }
-  }
-  fclose(f);
-  if (failed) {
-    free(buf);
-    return failed == 2 ? 1 : -1;
   }
   int n = braid_rules_parse(buf, len, path, out, warn, warn_arg);
   free(buf);

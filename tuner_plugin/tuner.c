@@ -1,69 +1,227 @@
-/* The braid tuner's one implementation behind every exported ABI version. */
+/* The braid tuner's one implementation behind every exported ABI version (see tuner.h). */
 #include "tuner.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "calib.h"
 #include "log.h"
+#include "model.h"
 
-#define TUNER_DEFAULT_FILE "nccl_tuner.conf"
-#define TUNER_BINS 64 /* size bins: floor(log2(nBytes)), 0 and 1 share bin 0 */
+#define TUNER_BINS 64 /* log lines: floor(log2(nBytes)), 0 and 1 share bin 0 */
+#define QBINS 256     /* model look-up: quarter octaves of nBytes */
+#define NFUNC NCCL_NUM_FUNCTIONS
+#define NALGO NCCL_NUM_ALGORITHMS
+#define NPROTO NCCL_NUM_PROTOCOLS
+/* A node counts as a straggler below this share of the healthy bandwidth. */
+#define STRAGGLER_REL_BW 0.8
 
 struct braid_tuner {
   int version;
   uint64_t comm_id;
   int nranks, nnodes;
-  char *path;
+  struct braid_tuner_inputs in;
   struct braid_rules rules;
+  int model_active;
+  int calibrated;
+  double hmin;            /* slowest node's relative bandwidth (1: none slow) */
+  char hname[64];
+  /* The model's look-up tables, filled once at init; all that getCollInfo reads. */
+  float ratio[NFUNC][QBINS][NALGO];    /* calibration: measured / NCCL-predicted (1: none) */
+  float lat_us[NFUNC][NALGO][NPROTO];  /* latency part of an entry's time */
+  float link_us_per_byte[NFUNC][NALGO]; /* straggler: slow node's link time per byte; 0: none */
+  float bw_slowdown;                   /* 1/hmin when the link rate is unknown, else 1 */
   /* Which (coll, size bin) have had their INFO line; only logging reads it. */
-  _Atomic uint64_t logged[NCCL_NUM_FUNCTIONS];
+  _Atomic uint64_t logged[NFUNC];
 };
 
 static int clamp_int(size_t v) { return v > 0x7fffffff ? 0x7fffffff : (int)v; }
 
-void braid_tuner_create(struct braid_tuner **out, int version, uint64_t comm_id, size_t nranks,
-                        size_t nnodes) {
+static int qbin(uint64_t n) {
+  if (n < 2) return 0;
+  int l = 63 - __builtin_clzll(n);
+  int frac = l >= 2 ? (int)((n >> (l - 2)) & 3) : (int)((n << (2 - l)) & 3);
+  return l * 4 + frac;
+}
+
+/* The smallest size of quarter-octave bin b. */
+static uint64_t qbin_bytes(int b) {
+  int l = b / 4, frac = b % 4;
+  if (l >= 63) return UINT64_MAX;
+  uint64_t base = 1ull << l;
+  return base + (l >= 2 ? (base >> 2) * (uint64_t)frac : 0);
+}
+
+/* Bytes a node's link carries per direction, per byte of nBytes, for algo (NCCL's shapes). */
+static double link_volume(int coll, int algo, int nranks) {
+  double n = nranks;
+  if (coll == ncclFuncAllReduce) {
+    switch (algo) {
+      case NCCL_ALGO_RING: return 2.0 * (n - 1) / n;
+      case NCCL_ALGO_TREE: return 2.0; /* an inner node of one of the two trees */
+      case NCCL_ALGO_NVLS_TREE: return 2.0;
+      default: return 1.0; /* CollNet, NVLS: each node sends and receives its data once */
+    }
+  }
+  if (coll == ncclFuncAllGather || coll == ncclFuncReduceScatter) return (n - 1) / n;
+  return 1.0; /* broadcast, reduce: the ring's pipeline carries everything once */
+}
+
+static void tuner_warn(void *arg, const char *source, int line, const char *msg) {
+  (void)arg;
+  if (line > 0)
+    BRAID_WARN("tuner: %s:%d: %s", source, line, msg);
+  else
+    BRAID_WARN("tuner: %s: %s", source, msg);
+}
+
+/* Loads calibration and health, fills the model's tables. */
+static void model_init(struct braid_tuner *t, const ncclTunerConstants_v5_t *constants) {
+  struct braid_calib calib = {0};
+  struct braid_health health = {0};
+  char err[200] = "";
+  int have_calib = 0, have_health = 0;
+  if (t->in.calib_path[0]) {
+    if (braid_calib_load(t->in.calib_path, &calib, tuner_warn, NULL, err, sizeof err) < 0) {
+      BRAID_WARN("tuner: calibration %s not used: %s", t->in.calib_path, err);
+    } else if (calib.nranks != t->nranks || calib.nnodes != t->nnodes) {
+      BRAID_WARN("tuner: calibration %s was measured with %d ranks on %d nodes; this "
+                 "communicator has %d on %d: not used (calibrate at this size with braid-perf "
+                 "--calibrate)",
+                 t->in.calib_path, calib.nranks, calib.nnodes, t->nranks, t->nnodes);
+    } else if (calib.n) {
+      have_calib = 1;
+    }
+  }
+  if (t->in.health_path[0]) {
+    if (braid_health_load(t->in.health_path, &health, tuner_warn, NULL, err, sizeof err) < 0)
+      BRAID_WARN("tuner: health file %s not used: %s", t->in.health_path, err);
+    else
+      have_health = 1;
+  }
+  const char *slow = NULL;
+  t->hmin = have_health ? braid_health_min(&health, &slow) : 1.0;
+  if (slow) snprintf(t->hname, sizeof t->hname, "%s", slow);
+  int straggler = t->hmin < STRAGGLER_REL_BW && t->nnodes > 1;
+  t->calibrated = have_calib;
+  t->model_active = have_calib || straggler;
+
+  /* Latencies: measured where calibrated, else NCCL's model from its constants. */
+  ncclTunerConstants_v5_t defc;
+  if (!constants) braid_model_default_constants(&defc), constants = &defc;
+  struct braid_fabric fab;
+  int ppn = t->nnodes > 0 ? t->nranks / t->nnodes : 1;
+  braid_fabric_default(&fab, t->nnodes, ppn, 25.0, 8);
+  fab.collnet = fab.nvswitch = fab.nvls = 1;
+  struct braid_model *m = malloc(sizeof *m);
+  if (m) braid_model_build(m, constants, &fab);
+  for (int c = 0; c < NFUNC; c++)
+    for (int a = 0; a < NALGO; a++)
+      for (int p = 0; p < NPROTO; p++) {
+        double lat = have_calib ? braid_calib_latency(&calib, c, a, p) : 0;
+        if (lat <= 0 && m) lat = braid_model_latency(m, c, a, p, 1, 1);
+        t->lat_us[c][a][p] = (float)lat;
+      }
+  free(m);
+
+  /* Calibration ratios per quarter octave; algorithms without points get the geometric mean
+   * of the calibrated ones at that size, so the correction favours nothing unmeasured. */
+  for (int c = 0; c < NFUNC; c++)
+    for (int b = 0; b < QBINS; b++) {
+      double sum = 0;
+      int cnt = 0;
+      double r[NALGO];
+      for (int a = 0; a < NALGO; a++) {
+        r[a] = have_calib ? braid_calib_ratio(&calib, c, a, NCCL_PROTO_SIMPLE, qbin_bytes(b)) : 0;
+        if (r[a] > 0) sum += log(r[a]), cnt++;
+      }
+      double mean = cnt ? exp(sum / cnt) : 1.0;
+      for (int a = 0; a < NALGO; a++) t->ratio[c][b][a] = (float)(r[a] > 0 ? r[a] : mean);
+    }
+
+  /* The straggler charge. */
+  t->bw_slowdown = 1.0f;
+  if (straggler) {
+    if (have_calib && calib.link_gbs > 0) {
+      double bytes_per_us = calib.link_gbs * 1000.0 * t->hmin;
+      for (int c = 0; c < NFUNC; c++)
+        for (int a = 0; a < NALGO; a++)
+          t->link_us_per_byte[c][a] = (float)(link_volume(c, a, t->nranks) / bytes_per_us);
+    } else {
+      t->bw_slowdown = (float)(1.0 / t->hmin);
+    }
+  }
+  BRAID_INFO(NCCL_INIT | NCCL_TUNING,
+             "tuner: model %s: calibration %s%s, health %s (slowest node %s at %.0f%%%s)",
+             t->model_active ? "on" : "off", have_calib ? t->in.calib_path : "none",
+             have_calib && calib.link_gbs > 0 ? "" : have_calib ? " (no link_gbs)" : "",
+             have_health ? t->in.health_path : "none", slow ? slow : "-", t->hmin * 100,
+             straggler ? ", charged" : have_health ? ", not slow enough to matter" : "");
+  braid_calib_free(&calib);
+  braid_health_free(&health);
+}
+
+void braid_tuner_create_from(struct braid_tuner **out, const struct braid_tuner_inputs *in,
+                             int version, uint64_t comm_id, size_t nranks, size_t nnodes,
+                             const ncclTunerConstants_v5_t *constants) {
   *out = NULL;
   struct braid_tuner *t = calloc(1, sizeof *t);
-  const char *env = getenv("NCCL_TUNER_CONFIG_FILE");
-  const char *path = env && env[0] ? env : TUNER_DEFAULT_FILE;
-  if (t) t->path = strdup(path);
-  if (!t || !t->path) {
+  if (!t) {
     BRAID_WARN("tuner: out of memory creating the context; NCCL's tuning is left unchanged");
-    free(t);
     return;
   }
+  t->in = *in;
   t->version = version;
   t->comm_id = comm_id;
   t->nranks = clamp_int(nranks);
   t->nnodes = clamp_int(nnodes);
-  for (int i = 0; i < NCCL_NUM_FUNCTIONS; i++) atomic_init(&t->logged[i], 0);
-  int nwarn = braid_rules_load(t->path, &t->rules, NULL, NULL);
-  if (nwarn < 0) {
-    BRAID_WARN("tuner: out of memory reading %s; no rules", t->path);
-    nwarn = 0;
+  t->hmin = 1.0;
+  for (int i = 0; i < NFUNC; i++) atomic_init(&t->logged[i], 0);
+  if (!in->mode_valid)
+    BRAID_WARN("tuner: BRAID_TUNER_MODE is not one of auto, rules, model, off; using auto");
+  int nwarn = 0;
+  if (t->in.mode == BRAID_TUNER_AUTO || t->in.mode == BRAID_TUNER_RULES) {
+    nwarn = braid_rules_load(t->in.rules_path, &t->rules, NULL, NULL);
+    if (nwarn < 0) {
+      BRAID_WARN("tuner: out of memory reading %s; no rules", t->in.rules_path);
+      nwarn = 0;
+    }
   }
+  if (t->in.mode == BRAID_TUNER_AUTO || t->in.mode == BRAID_TUNER_MODEL) model_init(t, constants);
   BRAID_INFO(NCCL_INIT | NCCL_TUNING,
-             "tuner: NCCL uses ncclTunerPlugin_v%d; rules file %s: %zu rules loaded%s "
-             "(commId 0x%llx, nRanks %d, nNodes %d)",
-             version, t->path, t->rules.n, nwarn ? ", with warnings" : "",
-             (unsigned long long)comm_id, t->nranks, t->nnodes);
+             "tuner: NCCL uses ncclTunerPlugin_v%d; mode %s; rules file %s: %zu rules loaded%s "
+             "(commId 0x%llx, nRanks %d, nNodes %d, inputs fingerprint %016llx)",
+             version, braid_tuner_mode_name(t->in.mode), t->in.rules_path, t->rules.n,
+             nwarn ? ", with warnings" : "", (unsigned long long)comm_id, t->nranks, t->nnodes,
+             (unsigned long long)t->in.fingerprint);
   *out = t;
+}
+
+void braid_tuner_create(struct braid_tuner **out, int version, uint64_t comm_id, size_t nranks,
+                        size_t nnodes, const ncclTunerConstants_v5_t *constants) {
+  struct braid_tuner_inputs in;
+  braid_tuner_inputs_read(&in);
+  braid_tuner_create_from(out, &in, version, comm_id, nranks, nnodes, constants);
 }
 
 void braid_tuner_destroy(struct braid_tuner *t) {
   if (!t) return;
   braid_rules_free(&t->rules);
-  free(t->path);
   free(t);
 }
 
 size_t braid_tuner_rule_count(const struct braid_tuner *t) { return t ? t->rules.n : 0; }
+int braid_tuner_model_active(const struct braid_tuner *t) { return t && t->model_active; }
+uint64_t braid_tuner_inputs_fingerprint(const struct braid_tuner *t) {
+  return t ? t->in.fingerprint : 0;
+}
 
 const struct braid_rule *braid_tuner_decide(const struct braid_tuner *t, int coll,
                                             size_t nbytes, int pipe_ops, int reg_buff) {
-  if (!t || t->rules.n == 0) return NULL;
+  if (!t || t->rules.n == 0 || t->in.mode == BRAID_TUNER_OFF || t->in.mode == BRAID_TUNER_MODEL)
+    return NULL;
   struct braid_rule_query q = {coll, (uint64_t)nbytes, t->nnodes, t->nranks, pipe_ops,
                                reg_buff};
   return braid_rules_match(&t->rules, &q);
@@ -73,48 +231,166 @@ static int size_bin(size_t nbytes) {
   return nbytes > 1 ? 63 - __builtin_clzll((unsigned long long)nbytes) : 0;
 }
 
-/* Logs, once per (coll, size bin) and context, what a matching rule did. */
-static void log_rule(struct braid_tuner *t, int coll, size_t nbytes,
-                     const struct braid_rule *r, const char *outcome) {
-  if (coll < 0 || coll >= NCCL_NUM_FUNCTIONS) return;
-  int bin = size_bin(nbytes);
-  uint64_t bit = 1ull << bin;
-  if (atomic_fetch_or(&t->logged[coll], bit) & bit) return;
+/* Whether this (coll, size bin) has not been logged yet in this context (and marks it). */
+static int first_in_bin(struct braid_tuner *t, int coll, size_t nbytes) {
+  if (coll < 0 || coll >= NFUNC) return 0;
+  uint64_t bit = 1ull << size_bin(nbytes);
+  return !(atomic_fetch_or(&t->logged[coll], bit) & bit);
+}
+
+static void log_rule(struct braid_tuner *t, int coll, size_t nbytes, const struct braid_rule *r,
+                     const char *outcome) {
+  if (!first_in_bin(t, coll, nbytes)) return;
   BRAID_INFO(NCCL_TUNING,
              "tuner: %s of %zu B (size bin 2^%d): rule %s:%d (%s/%s, channels %d) %s",
-             braid_rule_coll_name(coll), nbytes, bin, t->path, r->line,
+             braid_rule_coll_name(coll), nbytes, size_bin(nbytes), t->in.rules_path, r->line,
              braid_rule_algo_name(r->algo), braid_rule_proto_name(r->proto), r->channels,
              outcome);
 }
 
+static void why_reset(struct braid_tuner_why *w, const float *table, int num_algo,
+                      int num_proto) {
+  memset(w, 0, sizeof *w);
+  w->rule_line = -1;
+  w->algo = w->proto = w->nccl_algo = w->nccl_proto = -1;
+  for (int a = 0; a < NALGO; a++)
+    for (int p = 0; p < NPROTO; p++) w->predicted[a][p] = (float)NCCL_ALGO_PROTO_IGNORE;
+  float best = 3.6e9f;
+  for (int a = 0; table && a < num_algo; a++)
+    for (int p = 0; p < num_proto; p++) {
+      float v = table[a * num_proto + p];
+      if (v >= 0 && v < best) best = v, w->nccl_algo = a, w->nccl_proto = p;
+    }
+  w->algo = w->nccl_algo;
+  w->proto = w->nccl_proto;
+}
+
+/* The model's prediction for one available entry (µs). */
+static float predict(const struct braid_tuner *t, int coll, int a, int p, float nccl_us,
+                     size_t nbytes, int *charged) {
+  float v = nccl_us * t->ratio[coll][qbin(nbytes)][a];
+  float lat = t->lat_us[coll][a][p];
+  if (lat > v) lat = v;
+  *charged = 0;
+  if (t->link_us_per_byte[coll][a] > 0) {
+    float floor = lat + (float)nbytes * t->link_us_per_byte[coll][a];
+    if (floor > v) v = floor, *charged = 1;
+  } else if (t->bw_slowdown > 1.0f) {
+    v = lat + (v - lat) * t->bw_slowdown;
+    *charged = 1;
+  }
+  return v;
+}
+
+/* Runs the model over a table; returns 1 when it overrides NCCL's pick (w->algo/proto set). */
+static int model_decide(const struct braid_tuner *t, int coll, size_t nbytes, const float *table,
+                        int num_algo, int num_proto, struct braid_tuner_why *w) {
+  if (coll < 0 || coll >= NFUNC || w->nccl_algo < 0) return 0;
+  float best = 3.6e9f, best_plain = 3.6e9f;
+  int ba = -1, bp = -1, pa = -1, pp = -1;
+  int na = num_algo < NALGO ? num_algo : NALGO, np = num_proto < NPROTO ? num_proto : NPROTO;
+  for (int a = 0; a < na; a++)
+    for (int p = 0; p < np; p++) {
+      float v = table[a * num_proto + p];
+      if (v == (float)NCCL_ALGO_PROTO_IGNORE || v < 0) continue;
+      int charged;
+      float pred = predict(t, coll, a, p, v, nbytes, &charged);
+      w->predicted[a][p] = pred;
+      if (pred < best) best = pred, ba = a, bp = p;
+      float plain = charged ? v * t->ratio[coll][qbin(nbytes)][a] : pred;
+      if (plain < best_plain) best_plain = plain, pa = a, pp = p;
+    }
+  w->model_ran = 1;
+  w->best_algo = ba, w->best_proto = bp, w->best_us = best;
+  if (ba < 0 || w->nccl_algo >= na || w->nccl_proto >= np) return 0;
+  w->nccl_us = w->predicted[w->nccl_algo][w->nccl_proto];
+  if ((ba == w->nccl_algo && bp == w->nccl_proto) ||
+      !(best < w->nccl_us * (1.0f - (float)BRAID_TUNER_MARGIN)))
+    return 0;
+  w->algo = ba;
+  w->proto = bp;
+  w->straggler = t->hmin < STRAGGLER_REL_BW && (pa != ba || pp != bp);
+  return 1;
+}
+
+/* Words for a model decision (kept off the hot path: only for a caller's why and the log). */
+static void model_reason(const struct braid_tuner *t, struct braid_tuner_why *w) {
+  if (!w->model_ran || w->best_algo < 0 || w->nccl_algo < 0) {
+    snprintf(w->reason, sizeof w->reason, "model: no usable entry");
+  } else if (w->source != BRAID_TUNER_SRC_MODEL) {
+    snprintf(w->reason, sizeof w->reason,
+             "model keeps NCCL's %s/%s (predicted %.1f us; best %s/%s %.1f us is within %.0f%%)",
+             braid_rule_algo_name(w->nccl_algo), braid_rule_proto_name(w->nccl_proto), w->nccl_us,
+             braid_rule_algo_name(w->best_algo), braid_rule_proto_name(w->best_proto), w->best_us,
+             BRAID_TUNER_MARGIN * 100);
+  } else {
+    snprintf(w->reason, sizeof w->reason,
+             "model picks %s/%s (predicted %.1f us) over NCCL's %s/%s (%.1f us)%s%s%s",
+             braid_rule_algo_name(w->algo), braid_rule_proto_name(w->proto), w->best_us,
+             braid_rule_algo_name(w->nccl_algo), braid_rule_proto_name(w->nccl_proto), w->nccl_us,
+             w->straggler ? "; node " : "", w->straggler ? t->hname : "",
+             w->straggler ? " is slow" : "");
+  }
+}
+
 void braid_tuner_apply_table(struct braid_tuner *t, int coll, size_t nbytes, int pipe_ops,
                              int reg_buff, float *table, int num_algo, int num_proto,
-                             int *nchannels) {
-  const struct braid_rule *r = braid_tuner_decide(t, coll, nbytes, pipe_ops, reg_buff);
-  if (!r) return;
+                             int *nchannels, struct braid_tuner_why *why) {
+  struct braid_tuner_why local;
+  struct braid_tuner_why *w = why ? why : &local;
+  if (!t || t->in.mode == BRAID_TUNER_OFF) {
+    if (why) why_reset(why, NULL, 0, 0);
+    return;
+  }
   if (!table || num_algo <= 0 || num_proto <= 0) {
     BRAID_WARN_ONCE("tuner: getCollInfo called without a usable cost table (%p, %d x %d); "
                     "NCCL's choice is kept",
                     (void *)table, num_algo, num_proto);
+    if (why) why_reset(why, NULL, 0, 0);
     return;
   }
-  if (r->algo >= num_algo || r->proto >= num_proto) {
-    log_rule(t, coll, nbytes, r, "is outside NCCL's cost table; NCCL's choice kept");
+  why_reset(w, table, num_algo, num_proto);
+  const struct braid_rule *r = braid_tuner_decide(t, coll, nbytes, pipe_ops, reg_buff);
+  if (r) {
+    w->rule_line = r->line;
+    if (r->algo >= num_algo || r->proto >= num_proto) {
+      if (why) snprintf(w->reason, sizeof w->reason, "rule line %d is outside NCCL's table", r->line);
+      log_rule(t, coll, nbytes, r, "is outside NCCL's cost table; NCCL's choice kept");
+      return;
+    }
+    float *entry = &table[(size_t)r->algo * (size_t)num_proto + (size_t)r->proto];
+    if (*entry == (float)NCCL_ALGO_PROTO_IGNORE) {
+      if (why) snprintf(w->reason, sizeof w->reason, "rule line %d names an unavailable entry", r->line);
+      log_rule(t, coll, nbytes, r, "is not available (IGNORE); NCCL's choice kept");
+      return;
+    }
+    *entry = 0.0f;
+    w->source = BRAID_TUNER_SRC_RULE;
+    w->algo = r->algo;
+    w->proto = r->proto;
+    if (r->channels != -1 && nchannels) *nchannels = w->nchannels = r->channels;
+    if (why) snprintf(w->reason, sizeof w->reason, "rule line %d", r->line);
+    log_rule(t, coll, nbytes, r, "applied");
     return;
   }
-  float *entry = &table[(size_t)r->algo * (size_t)num_proto + (size_t)r->proto];
-  if (*entry == (float)NCCL_ALGO_PROTO_IGNORE) {
-    log_rule(t, coll, nbytes, r, "is not available (IGNORE); NCCL's choice kept");
+  if (!t->model_active) {
+    if (why) snprintf(w->reason, sizeof w->reason, "no rule matches and the model has no inputs");
     return;
   }
-  *entry = 0.0f;
-  if (r->channels != -1 && nchannels) *nchannels = r->channels;
-  log_rule(t, coll, nbytes, r, "applied");
+  if (model_decide(t, coll, nbytes, table, num_algo, num_proto, w)) {
+    table[(size_t)w->algo * (size_t)num_proto + (size_t)w->proto] = 0.0f;
+    w->source = BRAID_TUNER_SRC_MODEL;
+  }
+  int log_it = first_in_bin(t, coll, nbytes);
+  if (why || log_it) model_reason(t, w);
+  if (log_it)
+    BRAID_INFO(NCCL_TUNING, "tuner: %s of %zu B (size bin 2^%d): %s", braid_rule_coll_name(coll),
+               nbytes, size_bin(nbytes), w->reason);
 }
 
 /* Whether NCCL (v2 era) could run algo at all. */
 static int v2_plausible(int algo, int proto, int collnet_support, int nvls_support) {
-  if (proto < 0 || proto >= NCCL_NUM_PROTOCOLS) return 0;
+  if (proto < 0 || proto >= NPROTO) return 0;
   switch (algo) {
     case NCCL_ALGO_TREE:
     case NCCL_ALGO_RING:

@@ -585,7 +585,7 @@ TEST(TunerRanks, SixteenContextsAgree) {
   ConfigEnv env(f.path());
   std::vector<braid_tuner*> ts(16);
   for (int i = 0; i < 16; i++) {
-    braid_tuner_create(&ts[i], 5, 0x9e3779b97f4a7c15ull * (i + 1), 16, 2);
+    braid_tuner_create(&ts[i], 5, 0x9e3779b97f4a7c15ull * (i + 1), 16, 2, nullptr);
     ASSERT_NE(ts[i], nullptr);
     EXPECT_EQ(braid_tuner_rule_count(ts[i]), 6u);
   }
@@ -594,7 +594,7 @@ TEST(TunerRanks, SixteenContextsAgree) {
     for (int i = 0; i < 16; i++) {
       auto a = Answers([&](int coll, size_t bytes, int reg, float* t, int* nch) {
         braid_tuner_apply_table(ts[i], coll, bytes, 1, reg, t, NCCL_NUM_ALGORITHMS,
-                                NCCL_NUM_PROTOCOLS, nch);
+                                NCCL_NUM_PROTOCOLS, nch, nullptr);
       });
       if (first.empty()) first = a;
       EXPECT_EQ(a, first) << "context " << i << " round " << round;

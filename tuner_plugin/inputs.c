@@ -1,0 +1,109 @@
+/* The tuner's inputs from the environment, and their fingerprint (see inputs.h). */
+#include "inputs.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "textfile.h"
+
+#define INPUT_FILE_MAX (16u << 20)
+
+const char *braid_tuner_mode_name(enum braid_tuner_mode m) {
+  switch (m) {
+    case BRAID_TUNER_AUTO: return "auto";
+    case BRAID_TUNER_RULES: return "rules";
+    case BRAID_TUNER_MODEL: return "model";
+    case BRAID_TUNER_OFF: return "off";
+  }
+  return "?";
+}
+
+/* NCCL_TUNER_PLUGIN as NCCL resolves it: "braid", "libnccl-tuner-braid.so" or a path to it. */
+static int names_braid(const char *v) {
+  if (!v || !*v) return 0;
+  const char *base = strrchr(v, '/');
+  base = base ? base + 1 : v;
+  return strcmp(base, "braid") == 0 || strncmp(base, "libnccl-tuner-braid", 19) == 0;
+}
+
+static void copy_env(char *dst, size_t n, const char *name, const char *def) {
+  const char *v = getenv(name);
+  snprintf(dst, n, "%s", v && *v ? v : def);
+}
+
+/* Hashes a tag, then the file's contents or the reason it has none. */
+static void hash_file(crypto_generichash_state *st, const char *tag, const char *path) {
+  crypto_generichash_update(st, (const unsigned char *)tag, strlen(tag) + 1);
+  if (!*path) {
+    crypto_generichash_update(st, (const unsigned char *)"unset", 6);
+    return;
+  }
+  size_t len = 0;
+  char *buf = braid_read_small_file(path, INPUT_FILE_MAX, &len);
+  if (!buf) {
+    char why[32];
+    snprintf(why, sizeof why, "unreadable:%d", errno == ENOENT ? 0 : 1);
+    crypto_generichash_update(st, (const unsigned char *)why, strlen(why) + 1);
+    return;
+  }
+  crypto_generichash_update(st, (const unsigned char *)"file", 5);
+  crypto_generichash_update(st, (const unsigned char *)buf, len);
+  free(buf);
+}
+
+void braid_tuner_inputs_read(struct braid_tuner_inputs *in) {
+  memset(in, 0, sizeof *in);
+  in->braid_tuner = names_braid(getenv("NCCL_TUNER_PLUGIN"));
+  const char *mode = getenv("BRAID_TUNER_MODE");
+  in->mode = BRAID_TUNER_AUTO;
+  in->mode_valid = 1;
+  if (mode && *mode) {
+    enum braid_tuner_mode m;
+    for (m = BRAID_TUNER_AUTO; m <= BRAID_TUNER_OFF; m++)
+      if (strcasecmp(mode, braid_tuner_mode_name(m)) == 0) break;
+    if (m <= BRAID_TUNER_OFF)
+      in->mode = m;
+    else
+      in->mode_valid = 0;
+  }
+  copy_env(in->rules_path, sizeof in->rules_path, "NCCL_TUNER_CONFIG_FILE",
+           BRAID_TUNER_DEFAULT_RULES);
+  copy_env(in->calib_path, sizeof in->calib_path, "BRAID_TUNER_CALIB", "");
+  copy_env(in->health_path, sizeof in->health_path, "BRAID_TUNER_HEALTH", "");
+
+  unsigned char out[8];
+  crypto_generichash_state st;
+  if (sodium_init() < 0) { /* picks implementations; generichash works either way */ }
+  crypto_generichash_init(&st, NULL, 0, sizeof out);
+  if (!in->braid_tuner) {
+    crypto_generichash_update(&st, (const unsigned char *)"no braid tuner", 15);
+  } else {
+    const char *m = braid_tuner_mode_name(in->mode);
+    crypto_generichash_update(&st, (const unsigned char *)m, strlen(m) + 1);
+    hash_file(&st, "rules", in->mode == BRAID_TUNER_OFF || in->mode == BRAID_TUNER_MODEL ? "" : in->rules_path);
+    hash_file(&st, "calib", in->mode == BRAID_TUNER_OFF || in->mode == BRAID_TUNER_RULES ? "" : in->calib_path);
+    hash_file(&st, "health", in->mode == BRAID_TUNER_OFF || in->mode == BRAID_TUNER_RULES ? "" : in->health_path);
+  }
+  crypto_generichash_final(&st, out, sizeof out);
+  uint64_t fp = 0;
+  for (int i = 0; i < 8; i++) fp = fp << 8 | out[i];
+  in->fingerprint = fp ? fp : 1;
+}
+
+static pthread_once_t fp_once = PTHREAD_ONCE_INIT;
+static uint64_t fp_value;
+
+static void fp_init(void) {
+  struct braid_tuner_inputs in;
+  braid_tuner_inputs_read(&in);
+  fp_value = in.fingerprint;
+}
+
+uint64_t braid_tuner_fingerprint(void) {
+  pthread_once(&fp_once, fp_init);
+  return fp_value;
+}
