@@ -40,6 +40,8 @@ PS_SRCS     = $(filter-out ps_offload/main.c,$(wildcard ps_offload/*.c))
 TUNER_SRCS  = $(wildcard tuner_plugin/*.c)
 PS_WIRE_SRCS = ps_offload/proto.c ps_offload/auth.c ps_offload/assign.c ps_offload/reduce.c \
                ps_offload/reduce_x86.c
+# The tuner-inputs fingerprint, which the net plugin carries in its handles.
+TUNER_INPUT_SRCS = tuner_plugin/inputs.c tuner_plugin/textfile.c
 UNIT_SRCS   = $(filter-out test/unit/threads_test.cc,$(wildcard test/unit/*.cc))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -75,10 +77,10 @@ $(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
-$(PLUGIN): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS))
+$(PLUGIN): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS) $(TUNER_INPUT_SRCS))
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braid.so $^ -o $@ $(LDLIBS) $(PS_LIBS)
 
-$(CORE): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS))
+$(CORE): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS) $(TUNER_INPUT_SRCS))
 	@rm -f $@
 	ar rcs $@ $^
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "inputs.h"
 #include "log.h"
 #include "param.h"
 #include "setup.h"
@@ -100,6 +101,19 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
   if (braid_handle_decode(handle, &h, why, sizeof why) != 0) {
     BRAID_WARN("connect on device %d: malformed handle: %s", dev, why);
     return ncclInvalidArgument;
+  }
+  uint64_t fp = braid_tuner_fingerprint();
+  if (h.tuner_fp != fp && braid_param_int(BRAID_P_TUNER_CHECK)) {
+    char peer[64];
+    BRAID_WARN("connect on device %d to %s: the tuner's inputs differ between this rank "
+               "(fingerprint %016llx) and the peer (%016llx): ranks would choose different "
+               "algorithms and hang. Give every rank the same NCCL_TUNER_PLUGIN, BRAID_TUNER_MODE "
+               "and the same NCCL_TUNER_CONFIG_FILE, BRAID_TUNER_CALIB and BRAID_TUNER_HEALTH "
+               "contents (NCCL_DEBUG_SUBSYS=TUNING logs each rank's fingerprint); "
+               "BRAID_TUNER_CHECK=0 skips this check",
+               dev, braid_sockaddr_str((struct sockaddr *)&h.addr, peer, sizeof peer),
+               (unsigned long long)fp, (unsigned long long)h.tuner_fp);
+    return ncclInvalidUsage;
   }
   if (h.addr.ss_family != device->rail[0]->addr.ss_family) {
     BRAID_WARN("connect on device %d (%s): the peer's address family differs from the device's",

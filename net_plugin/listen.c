@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "inputs.h"
 #include "log.h"
 #include "param.h"
 #include "setup.h"
@@ -95,6 +96,7 @@ ncclResult_t braid_setup_listen(const struct braid_device *device, int dev, void
   braid_random(l->secret, sizeof l->secret);
   memcpy(h.secret, l->secret, sizeof h.secret);
   braid_random(&h.listen_id, sizeof h.listen_id);
+  h.tuner_fp = braid_tuner_fingerprint();
   braid_handle_encode(&h, handle);
   char a[64];
   BRAID_INFO(NCCL_NET, "listening on %s and %d more rails (device %d, %s)",

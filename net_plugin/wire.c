@@ -41,6 +41,7 @@ void braid_handle_encode(const struct braid_handle *h, void *buf) {
   }
   memcpy(p + 24, h->secret, BRAID_SECRET_BYTES);
   put64(p + 40, h->listen_id);
+  put64(p + 48, h->tuner_fp);
 }
 
 int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size_t errlen) {
@@ -77,6 +78,7 @@ int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size
   }
   memcpy(h->secret, p + 24, BRAID_SECRET_BYTES);
   h->listen_id = get64(p + 40);
+  h->tuner_fp = get64(p + 48);
   return 0;
 }
 

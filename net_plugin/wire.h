@@ -23,6 +23,7 @@ struct braid_handle {
   struct sockaddr_storage addr; /* listener address and port */
   uint8_t secret[BRAID_SECRET_BYTES];
   uint64_t listen_id; /* random, names the listener in logs */
+  uint64_t tuner_fp;  /* the listener's tuner-inputs fingerprint (tuner_plugin/inputs.h) */
 };
 
 /* Writes h into buf (BRAID_HANDLE_BYTES), zeroing the stage area. */

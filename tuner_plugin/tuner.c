@@ -304,32 +304,38 @@ static int model_decide(const struct braid_tuner *t, int coll, size_t nbytes, co
   w->best_algo = ba, w->best_proto = bp, w->best_us = best;
   if (ba < 0 || w->nccl_algo >= na || w->nccl_proto >= np) return 0;
   w->nccl_us = w->predicted[w->nccl_algo][w->nccl_proto];
-  if ((ba == w->nccl_algo && bp == w->nccl_proto) ||
-      !(best < w->nccl_us * (1.0f - (float)BRAID_TUNER_MARGIN)))
-    return 0;
-  w->algo = ba;
-  w->proto = bp;
-  w->straggler = t->hmin < STRAGGLER_REL_BW && (pa != ba || pp != bp);
-  return 1;
+  int override = !(ba == w->nccl_algo && bp == w->nccl_proto) &&
+                 best < w->nccl_us * (1.0f - (float)BRAID_TUNER_MARGIN);
+  if (override) w->algo = ba, w->proto = bp;
+  /* The slow node mattered when the uncharged prediction would have picked otherwise. */
+  w->straggler = t->hmin < STRAGGLER_REL_BW && pa >= 0 && (pa != w->algo || pp != w->proto);
+  return override;
 }
 
 /* Words for a model decision (kept off the hot path: only for a caller's why and the log). */
 static void model_reason(const struct braid_tuner *t, struct braid_tuner_why *w) {
+  char slow[128] = "";
+  if (w->straggler)
+    snprintf(slow, sizeof slow, "; node %s at %.0f%% of the healthy bandwidth decided it", t->hname,
+             t->hmin * 100);
   if (!w->model_ran || w->best_algo < 0 || w->nccl_algo < 0) {
     snprintf(w->reason, sizeof w->reason, "model: no usable entry");
-  } else if (w->source != BRAID_TUNER_SRC_MODEL) {
+  } else if (w->source == BRAID_TUNER_SRC_MODEL) {
     snprintf(w->reason, sizeof w->reason,
-             "model keeps NCCL's %s/%s (predicted %.1f us; best %s/%s %.1f us is within %.0f%%)",
-             braid_rule_algo_name(w->nccl_algo), braid_rule_proto_name(w->nccl_proto), w->nccl_us,
-             braid_rule_algo_name(w->best_algo), braid_rule_proto_name(w->best_proto), w->best_us,
-             BRAID_TUNER_MARGIN * 100);
-  } else {
-    snprintf(w->reason, sizeof w->reason,
-             "model picks %s/%s (predicted %.1f us) over NCCL's %s/%s (%.1f us)%s%s%s",
+             "model picks %s/%s (predicted %.1f us) over NCCL's %s/%s (%.1f us)%s",
              braid_rule_algo_name(w->algo), braid_rule_proto_name(w->proto), w->best_us,
              braid_rule_algo_name(w->nccl_algo), braid_rule_proto_name(w->nccl_proto), w->nccl_us,
-             w->straggler ? "; node " : "", w->straggler ? t->hname : "",
-             w->straggler ? " is slow" : "");
+             slow);
+  } else if (w->best_algo == w->nccl_algo && w->best_proto == w->nccl_proto) {
+    snprintf(w->reason, sizeof w->reason, "model agrees with NCCL's %s/%s (predicted %.1f us)%s",
+             braid_rule_algo_name(w->nccl_algo), braid_rule_proto_name(w->nccl_proto), w->nccl_us,
+             slow);
+  } else {
+    snprintf(w->reason, sizeof w->reason,
+             "model keeps NCCL's %s/%s (predicted %.1f us; %s/%s at %.1f us is not %.0f%% better)%s",
+             braid_rule_algo_name(w->nccl_algo), braid_rule_proto_name(w->nccl_proto), w->nccl_us,
+             braid_rule_algo_name(w->best_algo), braid_rule_proto_name(w->best_proto), w->best_us,
+             BRAID_TUNER_MARGIN * 100, slow);
   }
 }
 

@@ -67,7 +67,7 @@ struct braid_tuner_why {
   float best_us, nccl_us;        /* the model's prediction for its best and for NCCL's pick */
   int best_algo, best_proto;     /* the model's best entry (may lose to the margin) */
   int straggler;                 /* the slow-node charge changed the pick */
-  char reason[200];              /* filled only for a caller's why and for the log */
+  char reason[400];              /* filled only for a caller's why and for the log */
 };
 
 /* v3..v6: decides and applies the decision to NCCL's flat float[num_algo][num_proto] cost

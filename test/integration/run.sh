@@ -64,6 +64,23 @@ for v in $(sed -n 's/^BRAID_PARAM(\([A-Z_]*\),.*/BRAID_\1/p' common/params.def);
 done
 if [ -z "$missing" ]; then ok "params-documented"; else echo "missing:$missing" >"$tmp/out"; bad "params-documented"; fi
 
+# Ranks whose tuner inputs differ must not connect (they would choose different algorithms and
+# hang); the same calibration contents under different paths are fine.
+tuner_pair() { # expect(ok|fail) env-for-rank-1...
+  local expect=$1 port=$((21000 + RANDOM % 20000)); shift
+  local args=(sendrecv -b 1K -e 1K --iters 5 -w 1 --nranks 2 --rendezvous 127.0.0.1:$port)
+  NCCL_TUNER_PLUGIN=braid BRAID_TUNER_CALIB=$tmp/calA timeout 60 "$PERF" "${args[@]}" --rank 0 >"$tmp/t0" 2>&1 & local p0=$!
+  env NCCL_TUNER_PLUGIN=braid "$@" timeout 60 "$PERF" "${args[@]}" --rank 1 >"$tmp/t1" 2>&1; local r1=$?
+  wait $p0; local r0=$?
+  if [ "$expect" = ok ]; then [ $r0 -eq 0 ] && [ $r1 -eq 0 ]
+  else [ $r0 -ne 0 ] && [ $r1 -ne 0 ] && grep -q "tuner's inputs differ" "$tmp/t0" "$tmp/t1"; fi
+}
+printf 'braid-calibration 1\nnranks 2\nnnodes 2\nallreduce ring simple 4096 100 10\n' >"$tmp/calA"
+cp "$tmp/calA" "$tmp/calA2"
+printf 'braid-calibration 1\nnranks 2\nnnodes 2\nallreduce ring simple 4096 200 10\n' >"$tmp/calB"
+if tuner_pair ok BRAID_TUNER_CALIB="$tmp/calA2"; then ok "tuner-inputs-same"; else cat "$tmp/t0" "$tmp/t1" >"$tmp/out"; bad "tuner-inputs-same"; fi
+if tuner_pair fail BRAID_TUNER_CALIB="$tmp/calB"; then ok "tuner-inputs-differ-refused"; else cat "$tmp/t0" "$tmp/t1" >"$tmp/out"; bad "tuner-inputs-differ-refused"; fi
+
 # A peer killed mid-transfer: the survivor fails promptly with braid's error, never hangs.
 port_base=$((20000 + RANDOM % 20000))
 kill_case() { # name victim_rank
