@@ -58,7 +58,8 @@ PS      = $(BUILD)/braid-ps
 PSCORE  = $(BUILD)/libbraid-ps.a
 TUNER   = $(BUILD)/libnccl-tuner-braid.so
 TUNERCORE = $(BUILD)/libbraid-tuner.a
-TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(STAT) $(PS) $(REFS) $(if $(TUNER_SRCS),$(TUNER))
+TUNERLAT = $(BUILD)/tuner-latency
+TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(STAT) $(PS) $(REFS) $(if $(TUNER_SRCS),$(TUNER)) $(TUNERLAT)
 
 include tools/perf/build.mk
 include tools/trace/build.mk
@@ -90,6 +91,10 @@ $(PSCORE): $(call obj,$(PS_SRCS))
 
 $(TUNER): $(call obj,$(COMMON_SRCS) $(TUNER_SRCS))
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-tuner-braid.so $^ -o $@ $(LDLIBS) $(PS_LIBS)
+
+# getCollInfo's cost, in-process (bench/tuner_latency.sh); model.c fills NCCL-shaped tables.
+$(TUNERLAT): $(call obj,bench/tuner_latency.c tuner_plugin/model.c)
+	$(CC) $(LDFLAGS) $^ -o $@ -ldl
 
 $(TUNERCORE): $(call obj,$(TUNER_SRCS))
 	@rm -f $@
