@@ -64,6 +64,13 @@ TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(STAT) $(PS) $(REFS) $(if $(TUNER_SRCS),$(
 include tools/perf/build.mk
 include tools/trace/build.mk
 
+# braid-tune (tools/tune): the tuner's library, cairo for --png.
+TUNE_SRCS    = $(wildcard tools/tune/*.c)
+TUNE         = $(BUILD)/braid-tune
+TARGETS     += $(if $(TUNER_SRCS),$(TUNE))
+CAIRO_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags cairo))
+CAIRO_LIBS   = $(shell pkg-config --libs cairo)
+
 .PHONY: all deps test run install bench clean unit fuzz
 all: deps $(TARGETS)
 
@@ -100,11 +107,18 @@ $(TUNERCORE): $(call obj,$(TUNER_SRCS))
 	@rm -f $@
 	ar rcs $@ $^
 
+$(call obj,tools/tune/chart.c): CPPFLAGS += $(CAIRO_CFLAGS)
+$(TUNE): $(call obj,$(TUNE_SRCS) common/log.c common/param.c) $(TUNERCORE)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(PS_LIBS) $(CAIRO_LIBS)
+
+# The unit tests also call braid-tune's advice-file merge (pure C, libc only).
+$(UNIT): $(call obj,tools/tune/health.c)
+
 $(PS): $(call obj,ps_offload/main.c $(COMMON_SRCS)) $(PSCORE)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(PS_LIBS)
 
-$(PERF): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(PERF_SRCS))
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+$(PERF): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(PERF_SRCS)) $(TUNERCORE)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(PS_LIBS)
 
 $(STAT): $(call obj,$(STAT_SRCS))
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
@@ -139,7 +153,7 @@ install: all
 	install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(TRACE) $(TUNER) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/braid-trace-shape $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(PERF) $(STAT) $(PS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(PERF) $(STAT) $(PS) $(if $(TUNER_SRCS),$(TUNE)) $(DESTDIR)$(PREFIX)/bin/
 
 clean:
 	rm -rf build

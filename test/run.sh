@@ -25,7 +25,8 @@ suite() { # name, command...
 suite build make -j"$JOBS" all build/unit-tests build/libnccl-net-chaos.so build/libnccl-net-collshm.so
 suite build-sanitized make -j"$JOBS" SAN=1 OPT=-O1 BUILD=build/san build/san/libnccl-net-braid.so \
   build/san/braid-perf build/san/unit-tests build/san/libnccl-net-braidtrace.so build/san/braid-trace-shape \
-  build/san/libnccl-net-chaos.so build/san/braid-ps build/san/libnccl-net-collshm.so
+  build/san/libnccl-net-chaos.so build/san/braid-ps build/san/libnccl-net-collshm.so \
+  build/san/braid-tune build/san/libnccl-tuner-braid.so
 suite build-tsan make -j"$JOBS" SAN=thread OPT=-O1 BUILD=build/tsan build/tsan/threads-test build/tsan/braid-ps
 suite threads-tsan env TSAN_OPTIONS=halt_on_error=1 ./build/tsan/threads-test
 suite unit env BRAID_PLUGIN_PATH=build/libnccl-net-braid.so ./build/unit-tests
@@ -36,6 +37,10 @@ suite collnet ./test/integration/collnet_test.sh build
 suite collnet-sanitized ./test/integration/collnet_test.sh build/san
 suite collnet-tsan-servers env PS=build/tsan/braid-ps TSAN_OPTIONS=halt_on_error=1 ./test/integration/collnet_test.sh build
 suite collnet-driver env BUILD=build tools/perf/test/collnet_smoke.sh
+suite tuner-driver env BUILD=build tools/perf/test/tuner_smoke.sh
+suite tuner-driver-sanitized env BUILD=build/san tools/perf/test/tuner_smoke.sh
+suite tune-tool env BUILD=build tools/tune/test/smoke.sh
+suite tune-tool-sanitized env BUILD=build/san tools/tune/test/smoke.sh
 suite netbed ./test/integration/netbed_test.sh build
 suite netbed-sanitized ./test/integration/netbed_test.sh build/san
 suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"

@@ -31,7 +31,8 @@ void braid_advice_finish(struct braid_advice *a);
 void braid_advice_set_source(braid_snapshot_fn_v1 fn);
 /* Tests: take a snapshot now, regardless of the counter and the interval. */
 void braid_advice_sample_now(struct braid_advice *a);
-/* Writes the advice text (format in the README) to f. Returns 0 or -1. */
+/* Writes the advice text (the format is documented at the top of advice.c) to f. Not to be
+ * called while another thread ticks or samples the same context. Returns 0 or -1. */
 int braid_advice_write(const struct braid_advice *a, FILE *f);
 
 #endif

@@ -2,10 +2,12 @@
 #include "tuner.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "advice.h"
 #include "calib.h"
 #include "log.h"
 #include "model.h"
@@ -29,13 +31,39 @@ struct braid_tuner {
   double hmin;            /* slowest node's relative bandwidth (1: none slow) */
   char hname[64];
   /* The model's look-up tables, filled once at init; all that getCollInfo reads. */
-  float ratio[NFUNC][QBINS][NALGO];    /* calibration: measured / NCCL-predicted (1: none) */
+  float ratio[NFUNC][QBINS][NALGO][NPROTO]; /* calibration: measured / NCCL-predicted (1: none) */
   float lat_us[NFUNC][NALGO][NPROTO];  /* latency part of an entry's time */
   float link_us_per_byte[NFUNC][NALGO]; /* straggler: slow node's link time per byte; 0: none */
   float bw_slowdown;                   /* 1/hmin when the link rate is unknown, else 1 */
   /* Which (coll, size bin) have had their INFO line; only logging reads it. */
   _Atomic uint64_t logged[NFUNC];
+  struct braid_advice *advice; /* the process's, shared by its communicators */
 };
+
+/* Live telemetry is process-wide, so one advice object serves every communicator of the
+ * process: created with the first context, written when the last one is destroyed. */
+static pthread_mutex_t advice_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct braid_advice *advice_shared;
+static int advice_refs;
+
+static struct braid_advice *advice_get(uint64_t comm_id, int nranks, int nnodes) {
+  pthread_mutex_lock(&advice_lock);
+  if (!advice_shared) advice_shared = braid_advice_create(comm_id, nranks, nnodes);
+  if (advice_shared) advice_refs++;
+  struct braid_advice *a = advice_shared;
+  pthread_mutex_unlock(&advice_lock);
+  return a;
+}
+
+static void advice_put(struct braid_advice *a) {
+  if (!a) return;
+  pthread_mutex_lock(&advice_lock);
+  if (--advice_refs == 0) {
+    braid_advice_finish(advice_shared);
+    advice_shared = NULL;
+  }
+  pthread_mutex_unlock(&advice_lock);
+}
 
 static int clamp_int(size_t v) { return v > 0x7fffffff ? 0x7fffffff : (int)v; }
 
@@ -126,19 +154,23 @@ static void model_init(struct braid_tuner *t, const ncclTunerConstants_v5_t *con
       }
   free(m);
 
-  /* Calibration ratios per quarter octave; algorithms without points get the geometric mean
-   * of the calibrated ones at that size, so the correction favours nothing unmeasured. */
+  /* Calibration ratios per quarter octave and entry (a protocol without points of its own
+   * borrows its algorithm's Simple points); entries of algorithms without points get the
+   * geometric mean of the calibrated ones at that size, so the correction favours nothing
+   * unmeasured. */
   for (int c = 0; c < NFUNC; c++)
     for (int b = 0; b < QBINS; b++) {
-      double sum = 0;
+      double sum = 0, r[NALGO][NPROTO];
       int cnt = 0;
-      double r[NALGO];
-      for (int a = 0; a < NALGO; a++) {
-        r[a] = have_calib ? braid_calib_ratio(&calib, c, a, NCCL_PROTO_SIMPLE, qbin_bytes(b)) : 0;
-        if (r[a] > 0) sum += log(r[a]), cnt++;
-      }
+      for (int a = 0; a < NALGO; a++)
+        for (int p = 0; p < NPROTO; p++) {
+          r[a][p] = have_calib ? braid_calib_ratio(&calib, c, a, p, qbin_bytes(b)) : 0;
+          if (r[a][p] > 0) sum += log(r[a][p]), cnt++;
+        }
       double mean = cnt ? exp(sum / cnt) : 1.0;
-      for (int a = 0; a < NALGO; a++) t->ratio[c][b][a] = (float)(r[a] > 0 ? r[a] : mean);
+      for (int a = 0; a < NALGO; a++)
+        for (int p = 0; p < NPROTO; p++)
+          t->ratio[c][b][a][p] = (float)(r[a][p] > 0 ? r[a][p] : mean);
     }
 
   /* The straggler charge. */
@@ -190,6 +222,7 @@ void braid_tuner_create_from(struct braid_tuner **out, const struct braid_tuner_
     }
   }
   if (t->in.mode == BRAID_TUNER_AUTO || t->in.mode == BRAID_TUNER_MODEL) model_init(t, constants);
+  t->advice = advice_get(comm_id, t->nranks, t->nnodes);
   BRAID_INFO(NCCL_INIT | NCCL_TUNING,
              "tuner: NCCL uses ncclTunerPlugin_v%d; mode %s; rules file %s: %zu rules loaded%s "
              "(commId 0x%llx, nRanks %d, nNodes %d, inputs fingerprint %016llx)",
@@ -208,12 +241,14 @@ void braid_tuner_create(struct braid_tuner **out, int version, uint64_t comm_id,
 
 void braid_tuner_destroy(struct braid_tuner *t) {
   if (!t) return;
+  advice_put(t->advice);
   braid_rules_free(&t->rules);
   free(t);
 }
 
 size_t braid_tuner_rule_count(const struct braid_tuner *t) { return t ? t->rules.n : 0; }
 int braid_tuner_model_active(const struct braid_tuner *t) { return t && t->model_active; }
+struct braid_advice *braid_tuner_advice(const struct braid_tuner *t) { return t ? t->advice : NULL; }
 uint64_t braid_tuner_inputs_fingerprint(const struct braid_tuner *t) {
   return t ? t->in.fingerprint : 0;
 }
@@ -268,7 +303,7 @@ static void why_reset(struct braid_tuner_why *w, const float *table, int num_alg
 /* The model's prediction for one available entry (µs). */
 static float predict(const struct braid_tuner *t, int coll, int a, int p, float nccl_us,
                      size_t nbytes, int *charged) {
-  float v = nccl_us * t->ratio[coll][qbin(nbytes)][a];
+  float v = nccl_us * t->ratio[coll][qbin(nbytes)][a][p];
   float lat = t->lat_us[coll][a][p];
   if (lat > v) lat = v;
   *charged = 0;
@@ -297,7 +332,7 @@ static int model_decide(const struct braid_tuner *t, int coll, size_t nbytes, co
       float pred = predict(t, coll, a, p, v, nbytes, &charged);
       w->predicted[a][p] = pred;
       if (pred < best) best = pred, ba = a, bp = p;
-      float plain = charged ? v * t->ratio[coll][qbin(nbytes)][a] : pred;
+      float plain = charged ? v * t->ratio[coll][qbin(nbytes)][a][p] : pred;
       if (plain < best_plain) best_plain = plain, pa = a, pp = p;
     }
   w->model_ran = 1;
@@ -344,6 +379,7 @@ void braid_tuner_apply_table(struct braid_tuner *t, int coll, size_t nbytes, int
                              int *nchannels, struct braid_tuner_why *why) {
   struct braid_tuner_why local;
   struct braid_tuner_why *w = why ? why : &local;
+  if (t) braid_advice_tick(t->advice);
   if (!t || t->in.mode == BRAID_TUNER_OFF) {
     if (why) why_reset(why, NULL, 0, 0);
     return;
@@ -415,6 +451,7 @@ static int v2_plausible(int algo, int proto, int collnet_support, int nvls_suppo
 void braid_tuner_apply_v2(struct braid_tuner *t, int coll, size_t nbytes, int collnet_support,
                           int nvls_support, int pipe_ops, int *algorithm, int *protocol,
                           int *nchannels) {
+  if (t) braid_advice_tick(t->advice);
   const struct braid_rule *r = braid_tuner_decide(t, coll, nbytes, pipe_ops, -1);
   if (!r) return;
   if (!algorithm || !protocol) {

@@ -43,6 +43,8 @@ size_t braid_tuner_rule_count(const struct braid_tuner *t);
 /* Whether the model is in use (calibration or health loaded and applicable). */
 int braid_tuner_model_active(const struct braid_tuner *t);
 uint64_t braid_tuner_inputs_fingerprint(const struct braid_tuner *t);
+/* The process's advice object this context feeds (tests), or NULL. */
+struct braid_advice *braid_tuner_advice(const struct braid_tuner *t);
 
 /* The rule that applies, or NULL. pipe_ops/reg_buff -1: not known to this ABI version. */
 const struct braid_rule *braid_tuner_decide(const struct braid_tuner *t, int coll,

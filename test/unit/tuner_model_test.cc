@@ -11,6 +11,7 @@
 #include <vector>
 
 extern "C" {
+#include "advice.h"
 #include "calib.h"
 #include "inputs.h"
 #include "model.h"
@@ -475,6 +476,83 @@ TEST(TunerDecide, NcclShapedTablesEverywhere) {
             }
       braid_tuner_destroy(t);
     }
+}
+
+// Ranks see different local telemetry (here: which of their rails is slow, and how slow); the
+// telemetry only feeds advice for the next run, so all ranks make identical choices.
+int g_slow_rail = 0;
+double g_slow_share = 1.0;
+int FakeSnapshot(braid_snapshot_v1* out, uint32_t max_rails) {
+  if (!out) return -1;
+  out->version = BRAID_SNAPSHOT_VERSION_1;
+  out->total = 4;
+  out->nrails = max_rails < 4 ? max_rails : 4;
+  for (uint32_t r = 0; r < out->nrails; r++) {
+    braid_snapshot_rail_v1& x = out->rail[r];
+    memset(&x, 0, sizeof x);
+    x.rail = (int32_t)r;
+    x.est_bps = (uint64_t)(25e9 * ((int)r == g_slow_rail ? g_slow_share : 1.0));
+    x.bytes = 1ull << 30;
+    snprintf(x.peer, sizeof x.peer, "10.0.0.9:1234");
+    snprintf(x.nic, sizeof x.nic, "eth%u", r);
+  }
+  return 0;
+}
+
+TEST(TunerRanks, DifferentLocalTelemetrySameChoices) {
+  const int nodes = 8, ranks = 16;
+  braid_model m = Model(nodes, 2, 25.0, 4, true);
+  // A calibration for 16 ranks on 8 nodes, with ring measured 1.4x and CollNet 0.8x the model.
+  std::string text = "braid-calibration 1\nnranks 16\nnnodes 8\nlink_gbs 25\n";
+  for (uint64_t n = 4096; n <= (1ull << 30); n *= 4)
+    for (int a : {NCCL_ALGO_TREE, NCCL_ALGO_RING, NCCL_ALGO_COLLNET_CHAIN}) {
+      float model = braid_model_time(&m, ncclFuncAllReduce, a, NCCL_PROTO_SIMPLE, n, 1);
+      if (model <= 0) continue;
+      char line[160];
+      snprintf(line, sizeof line, "allreduce %s simple %llu %.6g %.6g\n",
+               a == NCCL_ALGO_TREE ? "tree" : a == NCCL_ALGO_RING ? "ring" : "collnet_chain",
+               (unsigned long long)n, model * (a == NCCL_ALGO_RING ? 1.4 : a == NCCL_ALGO_TREE ? 1.0 : 0.8),
+               (double)model);
+      text += line;
+    }
+  TempFile calib(text);
+  TempFile health("braid-health 1\nh3 0.3\n");
+  braid_advice_set_source(FakeSnapshot);
+  std::vector<std::vector<float>> answers;
+  for (int rank = 0; rank < ranks; rank++) {
+    g_slow_rail = rank % 4;
+    g_slow_share = 0.05 + 0.06 * rank;
+    braid_tuner_inputs in = Inputs(calib.path(), health.path());
+    braid_tuner* t = nullptr;
+    braid_tuner_create_from(&t, &in, 5, 0xabc, ranks, nodes, nullptr);
+    ASSERT_TRUE(t);
+    ASSERT_TRUE(braid_tuner_model_active(t));
+    for (int i = 0; i < 4; i++) braid_advice_sample_now(braid_tuner_advice(t));
+    std::vector<float> mine;
+    for (int coll = 0; coll < 5; coll++)
+      for (uint64_t n = 1; n <= (4ull << 30); n = n * 3 + 1) {
+        float tab[kA * kP];
+        braid_model_fill(&m, coll, n, 1, tab, kA);
+        int nch = 0;
+        braid_tuner_apply_table(t, coll, n, 1, 0, tab, kA, kP, &nch, nullptr);
+        if (n % 7 == 0) braid_advice_sample_now(braid_tuner_advice(t));
+        mine.insert(mine.end(), tab, tab + kA * kP);
+        mine.push_back((float)nch);
+      }
+    braid_tuner_destroy(t);
+    answers.push_back(mine);
+  }
+  braid_advice_set_source(nullptr);
+  for (int rank = 1; rank < ranks; rank++) ASSERT_EQ(answers[0], answers[rank]) << "rank " << rank;
+  // And the model did change something (the test would be empty otherwise).
+  bool changed = false;
+  for (int coll = 0, i = 0; coll < 5 && !changed; coll++)
+    for (uint64_t n = 1; n <= (4ull << 30); n = n * 3 + 1, i++) {
+      float tab[kA * kP];
+      braid_model_fill(&m, coll, n, 1, tab, kA);
+      if (memcmp(tab, &answers[0][(size_t)i * (kA * kP + 1)], sizeof tab) != 0) changed = true;
+    }
+  EXPECT_TRUE(changed);
 }
 
 }  // namespace

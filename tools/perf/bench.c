@@ -27,7 +27,6 @@ struct bench {
 struct bench_result {
   double time_us;
   uint64_t wrong;
-  uint64_t null_sends, null_recvs, hint_posts; /* engine counters, whole run so far */
 };
 
 static double bench_now(void) {
@@ -36,29 +35,47 @@ static double bench_now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Sizes of this step: a.count (see plan_args), input and output bytes, the table's count. */
+/* a.count (see plan_args) for sweep size `bytes`. */
+static size_t bench_count(const struct perf_opts *o, int nranks, size_t es, size_t bytes) {
+  switch (o->op) {
+    case PERF_SENDRECV: return bytes;
+    case PERF_ALLREDUCE: return bytes / es;
+    default: return bytes / es / (size_t)nranks;
+  }
+}
+
+size_t bench_op_bytes(const struct perf_opts *o, int nranks, size_t bytes) {
+  size_t es = dt_size(o->dtype), n = bench_count(o, nranks, es, bytes);
+  switch (o->op) {
+    case PERF_SENDRECV: return n;
+    case PERF_ALLREDUCE: return n * es;
+    default: return n * (size_t)nranks * es;
+  }
+}
+
+/* Sizes of this step: a.count, input and output bytes, the table's count; returns the op's
+ * bytes. */
 static size_t bench_size(struct bench *b, size_t bytes, size_t *shown) {
   const struct perf_opts *o = b->o;
   struct plan_args *a = &b->a;
   size_t n = (size_t)a->nranks, es = a->esize;
+  a->count = bench_count(o, a->nranks, es, bytes);
   switch (o->op) {
     case PERF_SENDRECV:
-      a->count = bytes;
       b->in_bytes = b->out_bytes = bytes;
       *shown = bytes / es;
-      return bytes;
+      break;
     case PERF_ALLREDUCE:
-      a->count = bytes / es;
       b->in_bytes = b->out_bytes = a->count * es;
       *shown = a->count;
-      return a->count * es;
+      break;
     default:
-      a->count = bytes / es / n;
       b->in_bytes = a->count * es * (o->op == PERF_ALLGATHER ? 1 : n);
       b->out_bytes = a->count * es * (o->op == PERF_ALLGATHER ? n : 1);
       *shown = a->count * n;
-      return a->count * n * es;
+      break;
   }
+  return bench_op_bytes(o, a->nranks, bytes);
 }
 
 static void bench_fill(struct bench *b, uint32_t seed) {
@@ -99,8 +116,8 @@ static void bench_once(struct bench *b) {
   const struct perf_opts *o = b->o;
   int rc;
   if (o->op == PERF_SENDRECV) rc = p2p_run(e, &b->a);
-  else if (o->op == PERF_ALLREDUCE && o->algo == PERF_ALGO_TREE) rc = tree_run(e, &b->a);
-  else if (o->algo == PERF_ALGO_COLLNET) rc = collnet_run(b->pn, &b->a);
+  else if (o->op == PERF_ALLREDUCE && b->a.algo == PERF_ALGO_TREE) rc = tree_run(e, &b->a);
+  else if (o->op == PERF_ALLREDUCE && b->a.algo == PERF_ALGO_COLLNET) rc = collnet_run(b->pn, &b->a);
   else rc = ring_run(e, &b->a);
   if (rc) {
     fprintf(stderr, "braid-perf: rank %d: %s of %zu bytes failed\n", b->a.rank,
@@ -137,7 +154,7 @@ static struct bench_result bench_step(struct bench *b, struct rdv *r) {
   return res;
 }
 
-static size_t bench_next(const struct perf_opts *o, size_t s) {
+size_t bench_next(const struct perf_opts *o, size_t s) {
   if (o->step_bytes) return s + o->step_bytes;
   if (s == 0) return 1;
   size_t n = (size_t)((double)s * o->factor);
@@ -157,48 +174,112 @@ static int bench_alloc(struct bench *b) {
   return 0;
 }
 
-int bench_run(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, const char *describe) {
+/* The plain run's one variant: --algo, the protocol proto.c picks for the size, --channels. */
+static int bench_plain_variant(void *ctx, int step, size_t bytes, struct bench_variant *v) {
+  const struct perf_opts *o = ctx;
+  struct proto_cfg cfg;
+  (void)step;
+  proto_pick(o, bytes, &cfg);
+  memset(v, 0, sizeof *v);
+  v->algo = o->algo;
+  v->proto = cfg.proto;
+  v->nch = o->nchannels;
+  return 1;
+}
+
+static int bench_cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* Row of variant k from every rank's results ([rank][repeat][variant]): per repeat the
+ * slowest rank's time, then the median over repeats; wrong elements of all of them. */
+static void bench_row(const struct bench_result *all, int nranks, int reps, int nv, int k,
+                      double *scratch, struct report_row *row) {
+  for (int rep = 0; rep < reps; rep++) {
+    scratch[rep] = 0;
+    for (int q = 0; q < nranks; q++) {
+      const struct bench_result *x = &all[((size_t)q * reps + rep) * nv + k];
+      scratch[rep] = x->time_us > scratch[rep] ? x->time_us : scratch[rep];
+      row->wrong += x->wrong;
+    }
+  }
+  qsort(scratch, (size_t)reps, sizeof *scratch, bench_cmp_double);
+  row->time_us = reps % 2 ? scratch[reps / 2] : (scratch[reps / 2 - 1] + scratch[reps / 2]) / 2;
+}
+
+/* Rank 0 prints the NULL-request counters of every rank (CollNet prints its own). */
+static int bench_counters(struct perf_net *pn, const struct perf_opts *o, struct rdv *r) {
+  uint64_t mine[3] = {pn->eng.null_sends, pn->eng.null_recvs, pn->eng.hint_posts};
+  uint64_t *all = calloc((size_t)r->nranks, sizeof mine), sum[3] = {0, 0, 0};
+  if (!all || rdv_allgather(r, mine, all, sizeof mine)) return free(all), -1;
+  for (int k = 0; k < r->nranks; k++)
+    for (int i = 0; i < 3; i++) sum[i] += all[3 * k + i];
+  free(all);
+  if (r->rank == 0 && o->algo != PERF_ALGO_COLLNET)
+    printf("# all ranks: isend returned NULL %llu times, irecv %llu times (retried); %llu irecvs "
+           "posted with the optional-completion hint\n", (unsigned long long)sum[0],
+           (unsigned long long)sum[1], (unsigned long long)sum[2]);
+  return 0;
+}
+
+int bench_run(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, const char *describe,
+              const struct bench_mode *mode) {
   struct bench b = {.o = o, .pn = pn};
   struct plan_args *a = &b.a;
+  const struct bench_mode plain = {o->repeats, bench_plain_variant, NULL, (void *)o};
+  if (!mode) mode = &plain;
+  int reps = mode->repeats;
   a->o = o;
   a->rank = r->rank;
   a->nranks = r->nranks;
-  a->nch = o->nchannels;
   a->dt = o->dtype;
   a->redop = o->redop;
   a->esize = dt_size(o->dtype);
   if (bench_alloc(&b)) return 2;
+  size_t per_rank = (size_t)reps * BENCH_MAX_VARIANTS;
+  struct bench_result *mine = calloc(per_rank, sizeof *mine);
+  struct bench_result *all = calloc(per_rank * (size_t)r->nranks, sizeof *all);
+  double *scratch = calloc((size_t)reps, sizeof *scratch);
+  if (!mine || !all || !scratch) {
+    fprintf(stderr, "braid-perf: out of memory for results\n");
+    _exit(2);
+  }
   struct report rp;
   if (r->rank == 0 && report_open(&rp, o, r->nranks, describe)) _exit(2);
-  struct bench_result *all = calloc((size_t)r->nranks, sizeof *all);
   uint64_t wrong = 0;
-  for (size_t bytes = o->min_bytes; bytes <= o->max_bytes; bytes = bench_next(o, bytes)) {
-    struct report_row row = {0};
-    row.bytes = bench_size(&b, bytes, &row.count);
-    proto_pick(o, row.bytes, &a->proto);
-    struct bench_result mine = bench_step(&b, r);
-    mine.null_sends = pn->eng.null_sends;
-    mine.null_recvs = pn->eng.null_recvs;
-    mine.hint_posts = pn->eng.hint_posts;
-    if (rdv_allgather(r, &mine, all, sizeof mine)) _exit(2);
-    row.proto = a->proto.proto;
-    for (int k = 0; k < r->nranks; k++) {
-      row.time_us = all[k].time_us > row.time_us ? all[k].time_us : row.time_us;
-      row.wrong += all[k].wrong;
+  int step = 0;
+  for (size_t s = o->min_bytes; s <= o->max_bytes; s = bench_next(o, s), step++) {
+    struct bench_variant v[BENCH_MAX_VARIANTS];
+    size_t count, bytes = bench_size(&b, s, &count);
+    int nv = mode->variants(mode->ctx, step, bytes, v);
+    if (nv < 1 || nv > BENCH_MAX_VARIANTS) {
+      fprintf(stderr, "braid-perf: internal error: %d variants at %zu bytes\n", nv, bytes);
+      _exit(2);
     }
-    wrong += row.wrong;
-    if (r->rank == 0) report_row(&rp, &row);
+    for (int rep = 0; rep < reps; rep++) /* interleaved: every variant once per repeat */
+      for (int k = 0; k < nv; k++) {
+        a->algo = v[k].algo;
+        a->nch = v[k].nch;
+        proto_config(o, v[k].proto, &a->proto);
+        mine[rep * nv + k] = bench_step(&b, r);
+      }
+    if (rdv_allgather(r, mine, all, (size_t)reps * (size_t)nv * sizeof *mine)) _exit(2);
+    for (int k = 0; k < nv; k++) {
+      struct report_row row = {.bytes = bytes, .count = count, .proto = v[k].proto,
+                               .algo = v[k].algo, .nch = v[k].nch, .label = v[k].label};
+      bench_row(all, r->nranks, reps, nv, k, scratch, &row);
+      wrong += row.wrong;
+      if (r->rank != 0) continue;
+      report_row(&rp, &row);
+      if (mode->result) mode->result(mode->ctx, &v[k], &row);
+    }
   }
-  if (r->rank == 0 && o->algo != PERF_ALGO_COLLNET) { /* collnet_close counts its own calls */
-    uint64_t ns = 0, nr = 0, hp = 0;
-    for (int k = 0; k < r->nranks; k++)
-      ns += all[k].null_sends, nr += all[k].null_recvs, hp += all[k].hint_posts;
-    printf("# all ranks: isend returned NULL %llu times, irecv %llu times (retried); %llu irecvs "
-           "posted with the optional-completion hint\n", (unsigned long long)ns,
-           (unsigned long long)nr, (unsigned long long)hp);
-  }
+  if (bench_counters(pn, o, r)) _exit(2);
   if (r->rank == 0) report_close(&rp);
+  free(mine);
   free(all);
+  free(scratch);
   free((void *)a->in);
   free(a->out);
   free(a->tmp);

@@ -1,9 +1,10 @@
 # braid-perf build notes, for the top-level Makefile (which owns the rules).
 #
 # braid-perf itself needs nothing here: the Makefile's PERF_SRCS/NETLOAD_SRCS wildcards
-# (tools/perf/*.c, tools/netload/*.c) plus common/log.c and common/param.c, linked with
-# -ldl -lpthread -lm, are exactly its sources. tools/perf/test/ is deliberately outside the
-# wildcard.
+# (tools/perf/*.c, tools/netload/*.c) plus COMMON_SRCS and libbraid-tuner.a (NCCL's cost model,
+# the calibration file and the tuner's input fingerprint, for --calibrate and --algo
+# auto|nccl), linked with -ldl -lpthread -lm -lhwloc -lsodium, are exactly its sources.
+# tools/perf/test/ is deliberately outside the wildcard.
 #
 # Optional, with `include tools/perf/build.mk` after the obj macro and NETLOAD_SRCS:
 #   CHAOS: a test-only net plugin that wraps another one (CHAOS_INNER) and makes isend/irecv
@@ -32,3 +33,10 @@ $(COLLSHM): $(call obj,tools/perf/test/collnet_shm.c)
 .PHONY: collnet-smoke
 collnet-smoke: $(PERF) $(COLLSHM)
 	BUILD=$(BUILD) tools/perf/test/collnet_smoke.sh
+
+#   tuner-smoke: runs tools/perf/test/tuner_smoke.sh: --calibrate, then --algo auto (through
+#          libnccl-tuner-braid.so) and --algo nccl on 3 local ranks, the ranks-disagree and
+#          refusal paths, and CollNet through two braid-ps servers (seconds).
+.PHONY: tuner-smoke
+tuner-smoke: $(PERF) $(PLUGIN) $(TUNER) $(PS)
+	BUILD=$(BUILD) tools/perf/test/tuner_smoke.sh

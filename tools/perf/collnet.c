@@ -192,7 +192,7 @@ static int cn_pass(struct cn_op *x, int *pending) {
 static void cn_plan(struct cn_op *x) {
   const struct plan_args *a = x->a;
   size_t nbytes = a->count * a->esize;
-  x->nc = cn_channels(x->cn->nch, nbytes);
+  x->nc = cn_channels(a->nch < x->cn->nch ? a->nch : x->cn->nch, nbytes);
   x->chunk = cn_chunk(x->cn->slot, nbytes, x->nc);
   x->cc = x->chunk / a->esize;
   x->nsteps = (nbytes + (size_t)x->nc * x->chunk - 1) / ((size_t)x->nc * x->chunk);

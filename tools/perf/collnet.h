@@ -46,19 +46,24 @@ struct collnet {
   unsigned char support[COLLNET_NUM_OPS][COLLNET_NUM_TYPES]; /* agreed by every rank */
   int nsupported;
   int rank, nranks, timeout_s, yield_idle;
+  int ready;                  /* collnet_setup succeeded on every rank */
   struct rdv *rdv;
   uint64_t calls, nulls, tests; /* iallreduce requests, NULL requests retried, test() calls */
 };
 
 /* Loads and sets up CollNet from the net plugin's library (after setup_plugin); every rank
- * calls it. -1 after printing why ("CollNet unavailable: ..." and the like). */
+ * calls it, and every rank gets the same result. -1 after printing why ("CollNet unavailable:
+ * ..." and the like); pn->coll then stays (not ready) for collnet_close/collnet_finalize. */
 int collnet_setup(struct perf_net *pn, const struct perf_opts *o, struct rdv *r);
 /* Appends the CollNet device and set-up to the describe line. */
 void collnet_describe(const struct perf_net *pn, char *buf, size_t len);
-/* One allreduce of a->count elements of a->in into a->out. 0, or -1 after printing why. */
+/* 1 when collnet_setup succeeded (CollNet can run allreduces). */
+int collnet_ready(const struct perf_net *pn);
+/* One allreduce of a->count elements of a->in into a->out over min(a->nch, the set-up
+ * channels) channels. 0, or -1 after printing why. */
 int collnet_run(struct perf_net *pn, const struct plan_args *a);
-/* deregMr and closeColl (NCCL's proxy free), then rank 0 prints the all-rank call counts.
- * Every rank calls it. */
+/* deregMr and closeColl (NCCL's proxy free), then rank 0 prints the all-rank call counts
+ * (when CollNet was ready). Every rank calls it. */
 int collnet_close(struct perf_net *pn, struct rdv *r);
 /* CollNet finalize (NCCL calls it after the net's finalize) and frees the state. */
 int collnet_finalize(struct perf_net *pn);

@@ -212,8 +212,12 @@ int collnet_setup(struct perf_net *pn, const struct perf_opts *o, struct rdv *r)
   if (cn_agree(r, cn_open(pn, cn, o) == 0)) return -1;
   if (cn_connect(cn, r)) return -1;
   int ok = cn_register(cn) == 0;
-  return cn_support(cn, o, r, ok);
+  if (cn_support(cn, o, r, ok)) return -1;
+  cn->ready = 1;
+  return 0;
 }
+
+int collnet_ready(const struct perf_net *pn) { return pn->coll && pn->coll->ready; }
 
 void collnet_describe(const struct perf_net *pn, char *buf, size_t len) {
   const struct collnet *cn = pn->coll;
@@ -243,7 +247,7 @@ int collnet_close(struct perf_net *pn, struct rdv *r) {
   uint64_t mine[3] = {cn->calls, cn->nulls, cn->tests};
   uint64_t *all = calloc((size_t)r->nranks, sizeof mine);
   if (!all || rdv_allgather(r, mine, all, sizeof mine)) rc = -1;
-  else if (r->rank == 0) {
+  else if (r->rank == 0 && cn->ready) {
     uint64_t sum[3] = {0, 0, 0};
     for (int k = 0; k < r->nranks; k++)
       for (int i = 0; i < 3; i++) sum[i] += all[3 * k + i];

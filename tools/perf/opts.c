@@ -34,13 +34,32 @@ static const char *const opts_usage =
     "                         CollNetChain) is NCCL's CollNet chain, one rank per node: the\n"
     "                         plugin's ncclCollNetPlugin_vN reduces (implies allreduce and\n"
     "                         the Simple protocol; NCCL_COLLNET_ENABLE is not needed)\n"
-    "  --proto auto|LL|LL128|Simple   (default auto: by size, like NCCL's tuner; NCCL_PROTO)\n"
+    "  --algo auto            per size, the choice NCCL would make with its tuner plugin:\n"
+    "                         NCCL's cost model fills the table (see --link-gbs; CollNet\n"
+    "                         as for --calibrate), the tuner plugin (NCCL_TUNER_PLUGIN,\n"
+    "                         default braid) edits it and may set the channels, the lowest\n"
+    "                         entry runs; the row shows it and NCCL's own pick. Every rank\n"
+    "                         must choose the same (and have the same tuner inputs) or the\n"
+    "                         run fails before any collective. Allreduce only\n"
+    "  --algo nccl            the same without the tuner: NCCL's own model pick\n"
+    "  --proto auto|LL|LL128|Simple   (default auto: by size, like NCCL's tuner; NCCL_PROTO;\n"
+    "                         with --algo auto|nccl: the only protocol NCCL may choose)\n"
     "  --oneway               sendrecv: rank 0 sends to rank 1 only\n"
     "  -c, --channels N       channels, each with its own comms per peer (default 2)\n"
     "  --staged               sendrecv: copy through registered 8-slot staging buffers, as\n"
     "                         NCCL does for unregistered user buffers (the GPU's copies then\n"
     "                         run on this CPU); default: send from and receive into the user\n"
     "                         buffer, as NCCL's p2p does with registered buffers\n"
+    "Calibration (for the braid tuner's BRAID_TUNER_CALIB; allreduce):\n"
+    "  --calibrate FILE       measure ring and tree with LL, LL128 and Simple, and CollNet\n"
+    "                         (Simple) when it is enabled (NCCL_COLLNET_ENABLE=1, or\n"
+    "                         BRAID_PS_SERVERS set) and sets up, at every size; rank 0 writes\n"
+    "                         the medians and NCCL's model times to FILE (via FILE.tmp)\n"
+    "  --repeats K            interleaved repeats per size: every algorithm once per repeat,\n"
+    "                         the median is kept (default 3 with --calibrate, else 1)\n"
+    "  --link-gbs X           network GB/s per node that NCCL's model assumes (default 12.5;\n"
+    "                         --algo auto|nccl take it from BRAID_TUNER_CALIB's\n"
+    "                         model_link_gbs/model_nchannels when the file records them)\n"
     "Plugin:\n"
     "  --plugin NAME|PATH     net plugin (default $NCCL_NET_PLUGIN, else \"braid\")\n"
     "  --net-version V        use ncclNetPlugin_vV or older (default: newest exported)\n"
@@ -57,7 +76,8 @@ static const char *const opts_usage =
     "NCCL_BUFFSIZE (4194304; collective step = /8), NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE,\n"
     "NCCL_P2P_LL_THRESHOLD (16384), NCCL_NET_OPTIONAL_RECV_COMPLETION (1),\n"
     "NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS, NCCL_PROTO, NCCL_ALGO, NCCL_DEBUG,\n"
-    "NCCL_DEBUG_SUBSYS (default INIT,BOOTSTRAP,ENV as NCCL: add NET to see net lines).\n"
+    "NCCL_DEBUG_SUBSYS (default INIT,BOOTSTRAP,ENV as NCCL: add NET to see net lines),\n"
+    "NCCL_TUNER_PLUGIN, NCCL_COLLNET_ENABLE (--algo auto|nccl, --calibrate).\n"
     "Exit status: 0 all results right; 1 wrong results; 2 a plugin call or the run failed.\n";
 
 static void opts_die(const char *what, const char *val) {
@@ -106,6 +126,13 @@ static enum perf_proto opts_proto(const char *s) {
   return PERF_PROTO_AUTO;
 }
 
+static double opts_gbs(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || *end || !(v > 0) || v > 1e6) opts_die("--link-gbs (GB/s, > 0)", s);
+  return v;
+}
+
 static void opts_defaults(struct perf_opts *o) {
   memset(o, 0, sizeof *o);
   o->op = PERF_SENDRECV;
@@ -137,6 +164,7 @@ static void opts_defaults(struct perf_opts *o) {
     o->algo = PERF_ALGO_COLLNET;
   o->timeout_s = 60;
   o->yield_idle = 1;
+  o->link_gbs = 12.5;
 }
 
 /* --rendezvous HOST:PORT (the last ':' splits, so [v6]:port works without brackets too) */
@@ -167,8 +195,18 @@ const char *perf_op_name(enum perf_op op) {
 }
 
 const char *perf_algo_name(enum perf_algo a) {
-  static const char *const names[] = {"ring", "tree", "collnet"};
+  static const char *const names[] = {"ring", "tree", "collnet", "auto", "nccl"};
   return names[a];
+}
+
+int perf_opts_multi_algo(const struct perf_opts *o) {
+  return o->calibrate || o->algo == PERF_ALGO_AUTO || o->algo == PERF_ALGO_NCCL;
+}
+
+int perf_opts_collnet_wanted(void) {
+  const char *en = getenv("NCCL_COLLNET_ENABLE"), *ps = getenv("BRAID_PS_SERVERS");
+  if (en && *en) return atoi(en) == 1;
+  return ps && *ps;
 }
 
 const char *perf_proto_name(enum perf_proto p) {
@@ -176,8 +214,34 @@ const char *perf_proto_name(enum perf_proto p) {
   return names[p];
 }
 
+/* --calibrate and --algo auto|nccl: allreduce only; --calibrate runs every algorithm and
+ * protocol itself (NCCL_ALGO/NCCL_PROTO do not apply to it). */
+static void opts_validate_multi(struct perf_opts *o, int algo_given, int proto_given) {
+  if (!perf_opts_multi_algo(o)) {
+    if (o->repeats < 1) o->repeats = 1;
+    return;
+  }
+  const char *what = o->calibrate ? "--calibrate" : o->algo == PERF_ALGO_AUTO ? "--algo auto"
+                                                                             : "--algo nccl";
+  const char *bad = NULL;
+  if (o->op != PERF_ALLREDUCE) bad = "runs allreduce only";
+  else if (o->calibrate && algo_given) bad = "measures every algorithm: drop --algo";
+  else if (o->calibrate && proto_given && o->proto != PERF_PROTO_AUTO)
+    bad = "measures every protocol: drop --proto";
+  else if (o->calibrate && o->nranks < 2) bad = "needs 2 or more ranks";
+  if (bad) {
+    fprintf(stderr, "braid-perf: %s %s (try --help)\n", what, bad);
+    exit(2);
+  }
+  if (o->calibrate) {
+    o->algo = PERF_ALGO_RING; /* unused: every algorithm runs */
+    o->proto = PERF_PROTO_AUTO;
+  }
+  if (o->repeats < 1) o->repeats = o->calibrate ? 3 : 1;
+}
+
 /* Checks the combination of flags; exits with a message when it cannot run. */
-static void opts_validate(struct perf_opts *o) {
+static void opts_validate(struct perf_opts *o, int algo_given, int proto_given) {
   if (o->nranks_local <= 0 && o->rank < 0) o->nranks_local = 2;
   if (o->nranks_local > 0) o->nranks = o->nranks_local;
   else if (o->nranks <= 0 || o->rank >= o->nranks || !o->rdv_host[0])
@@ -187,6 +251,7 @@ static void opts_validate(struct perf_opts *o) {
     exit(2);
   }
   if (o->oneway && (o->op != PERF_SENDRECV || o->nranks < 2)) opts_die("--oneway (sendrecv, 2+ ranks)", "");
+  opts_validate_multi(o, algo_given, proto_given);
   if (o->algo == PERF_ALGO_COLLNET) { /* NCCL's CollNet chain: allreduce, Simple only */
     if (o->op != PERF_ALLREDUCE)
       opts_die("--algo collnet (allreduce only), operation", perf_op_name(o->op));
@@ -204,7 +269,7 @@ static void opts_validate(struct perf_opts *o) {
 enum {
   OPT_RANK = 256, OPT_NRANKS, OPT_RDV, OPT_ALGO, OPT_PROTO, OPT_ONEWAY, OPT_PLUGIN, OPT_NETV,
   OPT_DEV, OPT_TIMEOUT, OPT_JSON, OPT_CHECK_ALL, OPT_NO_YIELD, OPT_PARAMS, OPT_STEP,
-  OPT_STAGED
+  OPT_STAGED, OPT_CALIBRATE, OPT_REPEATS, OPT_LINK_GBS
 };
 
 static const struct option opts_long[] = {
@@ -221,6 +286,9 @@ static const struct option opts_long[] = {
     {"json", required_argument, 0, OPT_JSON},    {"check-all", no_argument, 0, OPT_CHECK_ALL},
     {"no-yield", no_argument, 0, OPT_NO_YIELD},  {"print-params", no_argument, 0, OPT_PARAMS},
     {"step", required_argument, 0, OPT_STEP},    {"staged", no_argument, 0, OPT_STAGED},
+    {"calibrate", required_argument, 0, OPT_CALIBRATE},
+    {"repeats", required_argument, 0, OPT_REPEATS},
+    {"link-gbs", required_argument, 0, OPT_LINK_GBS},
     {0, 0, 0, 0}};
 
 static void opts_one(struct perf_opts *o, int c, const char *a) {
@@ -242,7 +310,9 @@ static void opts_one(struct perf_opts *o, int c, const char *a) {
       else if (!strcasecmp(a, "tree")) o->algo = PERF_ALGO_TREE;
       else if (!strcasecmp(a, "collnet") || !strcasecmp(a, "CollNetChain"))
         o->algo = PERF_ALGO_COLLNET;
-      else opts_die("--algo", a);
+      else if (!strcasecmp(a, "auto")) o->algo = PERF_ALGO_AUTO;
+      else if (!strcasecmp(a, "nccl")) o->algo = PERF_ALGO_NCCL;
+      else opts_die("--algo (ring, tree, collnet, auto or nccl)", a);
       break;
     case OPT_PROTO: o->proto = opts_proto(a); break;
     case OPT_ONEWAY: o->oneway = 1; break;
@@ -255,6 +325,9 @@ static void opts_one(struct perf_opts *o, int c, const char *a) {
     case OPT_NO_YIELD: o->yield_idle = 0; break;
     case OPT_STEP: o->step_bytes = opts_size(a, "--step"); break;
     case OPT_STAGED: o->staged = 1; break;
+    case OPT_CALIBRATE: o->calibrate = a; break;
+    case OPT_REPEATS: o->repeats = (int)opts_int(a, "--repeats", 1, 1000); break;
+    case OPT_LINK_GBS: o->link_gbs = opts_gbs(a); break;
     case OPT_PARAMS: braid_params_print(stdout); exit(0);
     case 'h': fputs(opts_usage, stdout); exit(0);
     default: fputs(opts_usage, stderr); exit(2);
@@ -263,15 +336,17 @@ static void opts_one(struct perf_opts *o, int c, const char *a) {
 
 void perf_opts_parse(struct perf_opts *o, int argc, char **argv) {
   opts_defaults(o);
-  int c, have_op = 0;
+  int c, have_op = 0, algo_given = 0, proto_given = 0;
   while ((c = getopt_long(argc, argv, "-n:b:e:f:w:i:d:o:c:h", opts_long, NULL)) != -1) {
     if (c == 1) { /* a positional argument: the operation */
       if (have_op++) opts_die("extra argument", optarg);
       opts_op(o, optarg);
       continue;
     }
+    algo_given |= c == OPT_ALGO;
+    proto_given |= c == OPT_PROTO;
     opts_one(o, c, optarg);
   }
-  if (!have_op && o->algo == PERF_ALGO_COLLNET) o->op = PERF_ALLREDUCE;
-  opts_validate(o);
+  if (!have_op && (o->algo == PERF_ALGO_COLLNET || perf_opts_multi_algo(o))) o->op = PERF_ALLREDUCE;
+  opts_validate(o, algo_given, proto_given);
 }

@@ -10,8 +10,10 @@
 #define PERF_MAX_CHANNELS 32
 
 enum perf_op { PERF_SENDRECV, PERF_ALLREDUCE, PERF_ALLGATHER, PERF_REDUCESCATTER };
-/* PERF_ALGO_COLLNET: NCCL's CollNet chain with one rank per node (allreduce only; collnet.c). */
-enum perf_algo { PERF_ALGO_RING, PERF_ALGO_TREE, PERF_ALGO_COLLNET };
+/* PERF_ALGO_COLLNET: NCCL's CollNet chain with one rank per node (allreduce only; collnet.c).
+ * PERF_ALGO_AUTO and PERF_ALGO_NCCL choose one of the others per size (tune.c): through the
+ * tuner plugin, or by NCCL's own model alone. */
+enum perf_algo { PERF_ALGO_RING, PERF_ALGO_TREE, PERF_ALGO_COLLNET, PERF_ALGO_AUTO, PERF_ALGO_NCCL };
 /* PERF_PROTO_AUTO picks per size, as NCCL's tuner does (see proto.c). */
 enum perf_proto { PERF_PROTO_LL, PERF_PROTO_LL128, PERF_PROTO_SIMPLE, PERF_PROTO_AUTO };
 
@@ -44,10 +46,20 @@ struct perf_opts {
   int check_all;        /* --check-all: verify every timed iteration (untimed) */
   int yield_idle;
   int staged;           /* sendrecv through staging slots instead of user buffers */
+  const char *calibrate; /* --calibrate FILE: measure every algorithm, write a calibration */
+  int repeats;          /* --repeats: interleaved repeats per size, median kept (>= 1) */
+  double link_gbs;      /* --link-gbs: network GB/s per node for NCCL's model */
 };
 
 /* Parses argv; exits on --help, --print-params, or a bad flag. */
 void perf_opts_parse(struct perf_opts *o, int argc, char **argv);
+
+/* 1 when the run chooses among algorithms (--calibrate, --algo auto|nccl): ring and tree are
+ * both connected then, and CollNet is set up when it is enabled (perf_opts_collnet_wanted). */
+int perf_opts_multi_algo(const struct perf_opts *o);
+/* Whether a multi-algorithm run tries CollNet: NCCL_COLLNET_ENABLE when set, else whether
+ * BRAID_PS_SERVERS is set (braid's CollNet needs servers). */
+int perf_opts_collnet_wanted(void);
 
 const char *perf_op_name(enum perf_op op);
 const char *perf_proto_name(enum perf_proto p);

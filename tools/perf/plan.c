@@ -16,7 +16,11 @@ void plan_peers(const struct perf_opts *o, int rank, int nranks, int chan, struc
     return;
   }
   if (o->op != PERF_SENDRECV && nranks == 1) return; /* a 1-rank collective is a local copy */
-  if (o->op == PERF_ALLREDUCE && o->algo == PERF_ALGO_TREE) {
+  /* A run that chooses among algorithms connects both, as NCCL does: ring and tree share the
+   * connection to a peer that is in both on a channel (NCCL's connIndex 0). */
+  int multi = o->op == PERF_ALLREDUCE && perf_opts_multi_algo(o);
+  int tree = multi || (o->op == PERF_ALLREDUCE && o->algo == PERF_ALGO_TREE);
+  if (tree) {
     int up, down[2];
     tree_links(nranks, rank, chan % 2, &up, down);
     plan_add(p->send, &p->nsend, up);
@@ -25,7 +29,7 @@ void plan_peers(const struct perf_opts *o, int rank, int nranks, int chan, struc
       plan_add(p->send, &p->nsend, down[k]);
       plan_add(p->recv, &p->nrecv, down[k]);
     }
-    return;
+    if (!multi) return;
   }
   plan_add(p->send, &p->nsend, (rank + 1) % nranks); /* ring; send/recv with 1 rank: itself */
   plan_add(p->recv, &p->nrecv, (rank + nranks - 1) % nranks);

@@ -10,6 +10,7 @@
 
 struct plan_args {
   const struct perf_opts *o;
+  enum perf_algo algo;  /* allreduce: ring, tree or collnet (never auto/nccl) */
   int rank, nranks, nch;
   ncclDataType_t dt;
   ncclRedOp_t redop;

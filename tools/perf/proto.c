@@ -23,6 +23,10 @@ void proto_pick(const struct perf_opts *o, size_t bytes, struct proto_cfg *cfg) 
       p = bytes <= AUTO_LL_MAX ? PERF_PROTO_LL
           : bytes <= AUTO_LL128_MAX ? PERF_PROTO_LL128 : PERF_PROTO_SIMPLE;
   }
+  proto_config(o, p, cfg);
+}
+
+void proto_config(const struct perf_opts *o, enum perf_proto p, struct proto_cfg *cfg) {
   cfg->proto = p;
   cfg->chunk_steps = 1;
   if (p == PERF_PROTO_LL) {

@@ -23,6 +23,8 @@ struct proto_cfg {
 
 /* The protocol NCCL would use for `bytes` (the op's whole buffer), honouring --proto/NCCL_PROTO. */
 void proto_pick(const struct perf_opts *o, size_t bytes, struct proto_cfg *cfg);
+/* The slots and steps of protocol p (not PERF_PROTO_AUTO) for the configured op. */
+void proto_config(const struct perf_opts *o, enum perf_proto p, struct proto_cfg *cfg);
 
 size_t proto_wire_len(enum perf_proto p, size_t data_len);
 /* Encodes data_len bytes of src into the wire format at dst with flag (seq + 1). */

@@ -12,35 +12,52 @@
 #include "bench.h"
 #include "collnet.h"
 #include "logger.h"
+#include "multi.h"
 #include "rdv.h"
 #include "setup.h"
 
 #define RANK_GRACE_S 10 /* after one rank fails, the others get this long to notice */
 
-int rank_main(const struct perf_opts *o, int rank, int nranks, int listen_fd, const char *host,
-              int port) {
-  perf_logger_setup(rank);
-  struct rdv r;
-  if (rdv_join(&r, listen_fd, host, port, rank, nranks, o->timeout_s)) return 2;
+/* Everything a rank does between joining and leaving the rendezvous. */
+static int rank_session(const struct perf_opts *o, struct rdv *r) {
+  int rank = r->rank;
   static struct perf_net pn;
   struct engine *e = &pn.eng;
-  if (setup_plugin(&pn, o, &r, rank)) return 2;
+  if (setup_plugin(&pn, o, r, rank)) return 2;
   e->nl = &pn.nl;
-  e->rdv = &r;
+  e->rdv = r;
   e->rank = rank;
   e->timeout_s = o->timeout_s;
   e->optional_recv = o->optional_recv;
   e->yield_idle = o->yield_idle;
-  int collnet = o->algo == PERF_ALGO_COLLNET; /* CollNet chain instead of net connections */
-  if (collnet ? collnet_setup(&pn, o, &r) : setup_connect(&pn, o, &r)) return 2;
-  char describe[1024];
+  int only_collnet = o->algo == PERF_ALGO_COLLNET; /* CollNet chain instead of net connections */
+  if (only_collnet && collnet_setup(&pn, o, r)) return 2;
+  static struct multi m; /* --calibrate, --algo auto|nccl */
+  if (multi_prepare(&m, o, r, &pn)) return 2;
+  if (!only_collnet && setup_connect(&pn, o, m.nch, r)) return 2;
+  char describe[4096];
   setup_describe(&pn, describe, sizeof describe);
-  if (collnet) collnet_describe(&pn, describe, sizeof describe);
-  int rc = bench_run(&pn, o, &r, describe);
-  if (rdv_barrier(&r)) return 2; /* nobody closes comms a peer still uses */
-  if (collnet && collnet_close(&pn, &r)) rc = 2;
+  if (collnet_ready(&pn)) collnet_describe(&pn, describe, sizeof describe);
+  multi_describe(&m, describe, sizeof describe);
+  int rc = bench_run(&pn, o, r, describe, multi_mode(&m));
+  if (multi_finish(&m, rank, describe, rc == 0)) rc = 2;
+  if (rdv_barrier(r)) return 2; /* nobody closes comms a peer still uses */
+  if (pn.coll && collnet_close(&pn, r)) rc = 2;
   if (setup_teardown(&pn)) rc = 2;
-  if (rdv_barrier(&r)) rc = 2;
+  if (rdv_barrier(r)) rc = 2;
+  multi_free(&m);
+  return rc;
+}
+
+int rank_main(const struct perf_opts *o, int rank, int nranks, int listen_fd, const char *host,
+              int port) {
+  perf_logger_setup(rank);
+  struct rdv r;
+  if (rdv_join(&r, listen_fd, host, port, rank, nranks, o->timeout_s)) {
+    rdv_close(&r);
+    return 2;
+  }
+  int rc = rank_session(o, &r);
   rdv_close(&r);
   return rc;
 }

@@ -15,6 +15,17 @@ static double report_busbw_factor(enum perf_op op, int n) {
   }
 }
 
+double report_busbw(enum perf_op op, int nranks, size_t bytes, double time_us) {
+  double sec = time_us * 1e-6;
+  return sec > 0 ? (double)bytes / 1e9 / sec * report_busbw_factor(op, nranks) : 0;
+}
+
+/* The header's algorithm: what --algo says, or the kind of multi-algorithm run. */
+static const char *report_algo(const struct perf_opts *o) {
+  if (o->op != PERF_ALLREDUCE) return "";
+  return o->calibrate ? "calibration" : perf_algo_name(o->algo);
+}
+
 int report_open(struct report *rp, const struct perf_opts *o, int nranks, const char *describe) {
   memset(rp, 0, sizeof *rp);
   rp->o = o;
@@ -25,14 +36,17 @@ int report_open(struct report *rp, const struct perf_opts *o, int nranks, const 
   }
   if (rp->json) fprintf(rp->json, "[\n");
   printf("# braid-perf %s%s%s%s: %d ranks, %d channels, proto %s, %s\n", perf_op_name(o->op),
-         o->op == PERF_ALLREDUCE ? " " : "", o->op == PERF_ALLREDUCE ? perf_algo_name(o->algo) : "",
-         o->oneway ? " oneway" : "", nranks, o->nchannels, perf_proto_name(o->proto),
+         o->op == PERF_ALLREDUCE ? " " : "", report_algo(o), o->oneway ? " oneway" : "", nranks,
+         o->nchannels, perf_proto_name(o->proto),
          o->optional_recv ? "optional recv completion on" : "optional recv completion off");
   printf("# %s\n", describe);
   printf("# warm-up %d, iterations %d; every output is checked after warm-up, the timed loop "
-         "and a verify pass\n#\n", o->warmup, o->iters);
-  printf("#%12s %12s %8s %6s %10s %8s %8s %7s  %s\n", "size", "count", "type", "redop",
-         "time", "algbw", "busbw", "#wrong", "proto");
+         "and a verify pass\n", o->warmup, o->iters);
+  if (o->repeats > 1)
+    printf("# time: the median of %d interleaved repeats (each the slowest rank's)\n", o->repeats);
+  printf("#\n#%12s %12s %8s %6s %10s %8s %8s %7s  %s\n", "size", "count", "type", "redop",
+         "time", "algbw", "busbw", "#wrong",
+         perf_opts_multi_algo(o) && o->op == PERF_ALLREDUCE ? "algo/proto" : "proto");
   printf("#%12s %12s %8s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
          "(GB/s)", "");
   fflush(stdout);
@@ -48,7 +62,7 @@ void report_row(struct report *rp, const struct report_row *row) {
                           ? dt_op_name(o->redop) : "none";
   printf(" %12zu %12zu %8s %6s %10.2f %8.3f %8.3f %7llu  %s\n", row->bytes, row->count,
          dt_name(o->dtype), redop, row->time_us, algbw, busbw, (unsigned long long)row->wrong,
-         perf_proto_name(row->proto));
+         row->label && row->label[0] ? row->label : perf_proto_name(row->proto));
   fflush(stdout);
   rp->busbw_sum += busbw;
   rp->wrong_total += row->wrong;
@@ -59,8 +73,8 @@ void report_row(struct report *rp, const struct report_row *row) {
             "\"count\": %zu, \"time_us\": %.3f, \"algbw_GBps\": %.6f, \"busbw_GBps\": %.6f, "
             "\"wrong\": %llu}",
             rp->rows ? ",\n" : "", perf_op_name(o->op),
-            o->op == PERF_ALLREDUCE ? perf_algo_name(o->algo) : "ring",
-            perf_proto_name(row->proto), rp->nranks, o->nchannels, dt_name(o->dtype), redop,
+            o->op == PERF_ALLREDUCE ? perf_algo_name(row->algo) : "ring",
+            perf_proto_name(row->proto), rp->nranks, row->nch, dt_name(o->dtype), redop,
             row->bytes, row->count, row->time_us, algbw, busbw, (unsigned long long)row->wrong);
   rp->rows++;
 }

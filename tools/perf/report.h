@@ -13,6 +13,9 @@ struct report_row {
   double time_us;
   uint64_t wrong;
   enum perf_proto proto;
+  enum perf_algo algo;  /* allreduce: what ran (ring, tree or collnet) */
+  int nch;              /* channels the op used */
+  const char *label;    /* the last column when set and not empty, else the protocol */
 };
 
 struct report {
@@ -24,6 +27,8 @@ struct report {
   uint64_t wrong_total;
 };
 
+/* Bus bandwidth (nccl-tests' factors) of op moving `bytes` over nranks in time_us, GB/s. */
+double report_busbw(enum perf_op op, int nranks, size_t bytes, double time_us);
 /* Opens --json (if any) and prints the table header; -1 when the file cannot be written. */
 int report_open(struct report *rp, const struct perf_opts *o, int nranks, const char *describe);
 void report_row(struct report *rp, const struct report_row *row);

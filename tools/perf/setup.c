@@ -113,9 +113,10 @@ static struct eng_conn *setup_add_conn(struct perf_net *pn, int ch, int peer, in
 }
 
 /* Listens for every (channel, source) this rank receives from; fills mine[ch * nranks + src]. */
-static int setup_listen(struct perf_net *pn, const struct perf_opts *o, int rank, int nranks,
-                        struct setup_entry *mine, struct setup_pending *pend, int *np) {
-  for (int ch = 0; ch < o->nchannels; ch++) {
+static int setup_listen(struct perf_net *pn, const struct perf_opts *o, int nch, int rank,
+                        int nranks, struct setup_entry *mine, struct setup_pending *pend,
+                        int *np) {
+  for (int ch = 0; ch < nch; ch++) {
     struct plan_peers p;
     plan_peers(o, rank, nranks, ch, &p);
     for (int k = 0; k < p.nrecv; k++) {
@@ -132,10 +133,11 @@ static int setup_listen(struct perf_net *pn, const struct perf_opts *o, int rank
 }
 
 /* Prepares a connect for every (channel, destination) this rank sends to. */
-static int setup_targets(struct perf_net *pn, const struct perf_opts *o, int rank, int nranks,
-                         const struct setup_entry *all, struct setup_pending *pend, int *np) {
-  size_t per_rank = (size_t)o->nchannels * (size_t)nranks;
-  for (int ch = 0; ch < o->nchannels; ch++) {
+static int setup_targets(struct perf_net *pn, const struct perf_opts *o, int nch, int rank,
+                         int nranks, const struct setup_entry *all, struct setup_pending *pend,
+                         int *np) {
+  size_t per_rank = (size_t)nch * (size_t)nranks;
+  for (int ch = 0; ch < nch; ch++) {
     struct plan_peers p;
     plan_peers(o, rank, nranks, ch, &p);
     for (int k = 0; k < p.nsend; k++) {
@@ -202,16 +204,16 @@ static int setup_poll(struct perf_net *pn, struct setup_pending *pend, int n, in
   return 0;
 }
 
-int setup_connect(struct perf_net *pn, const struct perf_opts *o, struct rdv *r) {
+int setup_connect(struct perf_net *pn, const struct perf_opts *o, int nch, struct rdv *r) {
   int rank = r->rank, nranks = r->nranks, np = 0, rc = -1;
-  size_t per_rank = (size_t)o->nchannels * (size_t)nranks;
+  size_t per_rank = (size_t)nch * (size_t)nranks;
   struct setup_entry *mine = calloc(per_rank, sizeof *mine);
   struct setup_entry *all = calloc(per_rank * (size_t)nranks, sizeof *all);
-  struct setup_pending *pend = calloc((size_t)o->nchannels * 2 * PLAN_MAX_PEERS, sizeof *pend);
+  struct setup_pending *pend = calloc((size_t)nch * 2 * PLAN_MAX_PEERS, sizeof *pend);
   if (!mine || !all || !pend) goto out;
-  if (setup_listen(pn, o, rank, nranks, mine, pend, &np)) goto out;
+  if (setup_listen(pn, o, nch, rank, nranks, mine, pend, &np)) goto out;
   if (rdv_allgather(r, mine, all, per_rank * sizeof *mine)) goto out;
-  if (setup_targets(pn, o, rank, nranks, all, pend, &np)) goto out;
+  if (setup_targets(pn, o, nch, rank, nranks, all, pend, &np)) goto out;
   rc = setup_poll(pn, pend, np, o->timeout_s, r);
 out:
   free(mine);

@@ -22,8 +22,8 @@ struct perf_net {
  * properties as NCCL does. 0 on success; prints the failing call otherwise. */
 int setup_plugin(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, int rank);
 /* Listens, all-gathers handles over the rendezvous, and polls connect/accept until every
- * connection the op needs on every channel is up. */
-int setup_connect(struct perf_net *pn, const struct perf_opts *o, struct rdv *r);
+ * connection the op needs on channels 0..nch-1 is up. */
+int setup_connect(struct perf_net *pn, const struct perf_opts *o, int nch, struct rdv *r);
 /* deregMr, closeSend/closeRecv, finalize, dlclose. */
 int setup_teardown(struct perf_net *pn);
 /* One line describing the plugin and device (rank 0 prints it). */
