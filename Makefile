@@ -131,7 +131,7 @@ $(BUILD)/tcp_%: bench/ref/tcp_%.c
 	$(CC) -std=c11 -O2 $(WARN) -pthread $< -o $@
 
 $(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE) $(PSCORE) $(if $(TUNER_SRCS),$(TUNERCORE))
-	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS) $(PS_LIBS)
+	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ -lgtest -lgtest_main $(LDLIBS) $(PS_LIBS)
 
 # The threaded test, built with SAN=thread into build/tsan by `make test`.
 $(BUILD)/threads-test: $(BUILD)/obj/test/unit/threads_test.o $(CORE)

@@ -30,22 +30,11 @@ static void warnf(braid_rules_warn_fn warn, void *arg, const char *source, int l
   warn(arg, source, line, msg);
 }
 
-/* Splits one line (without its newline) into whitespace-separated words, '#' to the end of the
- * line being a comment. Words are NUL-terminated in place. Returns the word count, or
- * CALIB_MAX_FIELDS + 1 when there are more. */
-static int split_words(char *line, char **w) {
-  int n = 0;
-  char *hash = strchr(line, '#');
-  if (hash) *hash = '\0';
-  for (char *p = line;;) {
-    while (*p == ' ' || *p == '\t' || *p == '\r') p++;
-    if (!*p) break;
-    if (n == CALIB_MAX_FIELDS) return CALIB_MAX_FIELDS + 1;
-    w[n++] = p;
-    while (*p && *p != ' ' && *p != '\t' && *p != '\r') p++;
-    if (*p) *p++ = '\0';
-  }
-  return n;
+/* The whole file, or NULL with the reason in err. */
+static char *read_input(const char *path, size_t *len, char *err, size_t errlen) {
+  char *buf = braid_read_small_file(path, CALIB_FILE_MAX, len);
+  if (!buf) snprintf(err, errlen, "%s", errno == EFBIG ? "larger than 4 MiB" : strerror(errno));
+  return buf;
 }
 
 static int name_index(const char *s, const char *(*name)(int), int count) {
@@ -106,7 +95,7 @@ static int parse_lines(const char *text, size_t len, const char *magic, line_fn 
     if (nl) *nl = '\0';
     lineno++;
     char *w[CALIB_MAX_FIELDS];
-    int nw = split_words(p, w);
+    int nw = braid_split_words(p, w, CALIB_MAX_FIELDS);
     if (nw == 0) {
       if (!save) break;
       continue;
@@ -226,11 +215,8 @@ int braid_calib_load(const char *path, struct braid_calib *out, braid_rules_warn
                      void *warn_arg, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   size_t len;
-  char *buf = braid_read_small_file(path, CALIB_FILE_MAX, &len);
-  if (!buf) {
-    snprintf(err, errlen, "%s", errno == EFBIG ? "larger than 4 MiB" : strerror(errno));
-    return -1;
-  }
+  char *buf = read_input(path, &len, err, errlen);
+  if (!buf) return -1;
   int rc = braid_calib_parse(buf, len, path, out, warn, warn_arg, err, errlen);
   free(buf);
   return rc;
@@ -370,11 +356,8 @@ int braid_health_load(const char *path, struct braid_health *out, braid_rules_wa
                       void *warn_arg, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   size_t len;
-  char *buf = braid_read_small_file(path, CALIB_FILE_MAX, &len);
-  if (!buf) {
-    snprintf(err, errlen, "%s", errno == EFBIG ? "larger than 4 MiB" : strerror(errno));
-    return -1;
-  }
+  char *buf = read_input(path, &len, err, errlen);
+  if (!buf) return -1;
   int rc = braid_health_parse(buf, len, path, out, warn, warn_arg, err, errlen);
   free(buf);
   return rc;

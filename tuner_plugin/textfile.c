@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 char *braid_read_small_file(const char *path, size_t max, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -42,4 +43,19 @@ char *braid_read_small_file(const char *path, size_t max, size_t *len) {
   buf[n] = '\0';
   if (len) *len = n;
   return buf;
+}
+
+int braid_split_words(char *line, char **w, int max) {
+  int n = 0;
+  char *hash = strchr(line, '#');
+  if (hash) *hash = '\0';
+  for (char *p = line;;) {
+    while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+    if (!*p) break;
+    if (n == max) return max + 1;
+    w[n++] = p;
+    while (*p && *p != ' ' && *p != '\t' && *p != '\r') p++;
+    if (*p) *p++ = '\0';
+  }
+  return n;
 }

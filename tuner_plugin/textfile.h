@@ -9,4 +9,9 @@
  * than max, ENOMEM, or what open/read said. */
 char *braid_read_small_file(const char *path, size_t max, size_t *len);
 
+/* Splits one line in place into blank-separated (space, tab, CR) words, '#' to the end of the
+ * line being a comment; the words are NUL-terminated in place. Returns the word count, or
+ * max + 1 when there are more than max words. */
+int braid_split_words(char *line, char **w, int max);
+
 #endif

@@ -19,29 +19,13 @@ extern "C" {
 #include "tuner.h"
 }
 
+#include "temp_file.h"
+
 namespace {
 
 constexpr float kIgnore = (float)NCCL_ALGO_PROTO_IGNORE;
 constexpr int kA = NCCL_NUM_ALGORITHMS, kP = NCCL_NUM_PROTOCOLS;
 
-class TempFile {
- public:
-  explicit TempFile(const std::string& text) {
-    char name[] = "/tmp/braid-model-XXXXXX";
-    int fd = mkstemp(name);
-    EXPECT_GE(fd, 0);
-    path_ = name;
-    if (fd >= 0) {
-      EXPECT_EQ(write(fd, text.data(), text.size()), (ssize_t)text.size());
-      close(fd);
-    }
-  }
-  ~TempFile() { unlink(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 struct Warnings {
   std::vector<std::pair<int, std::string>> v;

@@ -21,6 +21,8 @@ extern "C" {
 #include "tuner.h"
 }
 
+#include "temp_file.h"
+
 namespace {
 
 constexpr float kIgnore = (float)NCCL_ALGO_PROTO_IGNORE;
@@ -30,25 +32,6 @@ std::string TunerPath() {
   return p && *p ? p : "build/libnccl-tuner-braid.so";
 }
 
-// A file in /tmp holding text, removed with the object.
-class TempFile {
- public:
-  explicit TempFile(const std::string& text) {
-    char name[] = "/tmp/braid-tuner-XXXXXX";
-    int fd = mkstemp(name);
-    EXPECT_GE(fd, 0);
-    path_ = name;
-    if (fd >= 0) {
-      EXPECT_EQ(write(fd, text.data(), text.size()), (ssize_t)text.size());
-      close(fd);
-    }
-  }
-  ~TempFile() { unlink(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Sets NCCL_TUNER_CONFIG_FILE for one scope and restores it.
 class ConfigEnv {

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "textfile.h"
+
 #define MAX_WORDS 9
 #define MIN_REL_BW 0.01
 
@@ -24,23 +26,6 @@ static void errf(char *err, size_t errlen, const char *source, int line, const c
     snprintf(err, errlen, "%s:%d: %s", source, line, msg);
   else
     snprintf(err, errlen, "%s: %s", source, msg);
-}
-
-/* Splits a line in place into blank-separated words, '#' to the end being a comment. Returns
- * the word count, MAX_WORDS + 1 when there are more. */
-static int split(char *line, char **w) {
-  int n = 0;
-  char *hash = strchr(line, '#');
-  if (hash) *hash = '\0';
-  for (char *p = line;;) {
-    while (*p == ' ' || *p == '\t' || *p == '\r') p++;
-    if (!*p) break;
-    if (n == MAX_WORDS) return MAX_WORDS + 1;
-    w[n++] = p;
-    while (*p && *p != ' ' && *p != '\t' && *p != '\r') p++;
-    if (*p) *p++ = '\0';
-  }
-  return n;
 }
 
 static int parse_num(const char *s, double *out) {
@@ -193,7 +178,7 @@ int braid_tune_advice_parse(const char *text, size_t len, const char *source,
     if (!nl && !*s) break; /* the text ends with a newline */
     line++;
     char *w[MAX_WORDS];
-    int nw = split(s, w);
+    int nw = braid_split_words(s, w, MAX_WORDS);
     if (nw == 0) continue;
     if (nw > MAX_WORDS) {
       errf(err, errlen, source, line, "more than %d words", MAX_WORDS);
