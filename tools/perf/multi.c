@@ -49,6 +49,7 @@ void multi_describe(const struct multi *m, char *buf, size_t len) {
 }
 
 int multi_finish(struct multi *m, int rank, const char *describe, int results_ok) {
+  if (m->active && !m->o->calibrate) tune_plan_close_tuner(&m->tp);
   if (!m->active || !m->o->calibrate || rank != 0) return 0;
   return calibrate_finish(&m->cal, describe, results_ok);
 }

@@ -229,16 +229,17 @@ int tune_plan_make(struct tune_plan *tp, const struct perf_opts *o, struct rdv *
   head.nsteps = tp->nsteps;
   ncclTunerConstants_v5_t k;
   braid_model_default_constants(&k);
-  struct tunerload tl = {0};
+  struct tunerload *tlp = &tp->tl;
   if (use_tuner && head.ok) {
     head.fingerprint = braid_tuner_fingerprint();
     ncclNvlDomainInfo_v5_t nvl = {nranks, 1, 1}; /* one GPU (rank) per node */
-    if (tunerload_open(&tl, err, sizeof err)) {
+    if (tunerload_open(tlp, err, sizeof err)) {
       fprintf(stderr, "braid-perf: rank %d: --algo auto: cannot load the tuner plugin "
               "(NCCL_TUNER_PLUGIN=%s): %s\n", rank, getenv("NCCL_TUNER_PLUGIN"), err);
       head.ok = 0;
-    } else if (tunerload_init(&tl, comm_id, nranks, nranks, &nvl, &k)) {
-      head.ok = 0;
+    } else {
+      tp->tuner_open = 1;
+      if (tunerload_init(tlp, comm_id, nranks, nranks, &nvl, &k)) head.ok = 0;
     }
   }
   struct braid_fabric f;
@@ -249,13 +250,13 @@ int tune_plan_make(struct tune_plan *tp, const struct perf_opts *o, struct rdv *
     braid_model_build(m, &k, &f);
   }
   for (int i = 0; head.ok && i < tp->nsteps; i++)
-    if (tune_one(tp, i, m, use_tuner ? &tl : NULL, rank)) head.ok = 0;
+    if (tune_one(tp, i, m, use_tuner ? tlp : NULL, rank)) head.ok = 0;
   free(m);
   if (use_tuner && head.ok)
     snprintf(tp->describe, sizeof tp->describe, "tuner \"%s\" from %s (%s, inputs fingerprint "
-             "%016llx); ", tl.t->name ? tl.t->name : "?", tl.path, "ncclTunerPlugin_v5",
+             "%016llx); ", tlp->t->name ? tlp->t->name : "?", tlp->path, "ncclTunerPlugin_v5",
              (unsigned long long)head.fingerprint);
-  if (use_tuner) tunerload_close(&tl);
+  if (!head.ok) tune_plan_close_tuner(tp);
   size_t at = strlen(tp->describe);
   snprintf(tp->describe + at, sizeof tp->describe - at, "NCCL's model: default constants, %d "
            "nodes x %g GB/s over %d channels (%s), CollNet %s", nranks, head.link_gbs,
@@ -263,7 +264,14 @@ int tune_plan_make(struct tune_plan *tp, const struct perf_opts *o, struct rdv *
   return tune_agree(tp, r, &head);
 }
 
+void tune_plan_close_tuner(struct tune_plan *tp) {
+  if (!tp->tuner_open) return;
+  tunerload_close(&tp->tl);
+  tp->tuner_open = 0;
+}
+
 void tune_plan_free(struct tune_plan *tp) {
+  tune_plan_close_tuner(tp);
   free(tp->bytes);
   free(tp->v);
   tp->bytes = NULL;

@@ -14,6 +14,7 @@
 #include "bench.h"
 #include "model.h"
 #include "opts.h"
+#include "tunerload.h"
 
 struct rdv;
 
@@ -32,6 +33,8 @@ struct tune_plan {
   int max_nch;              /* ring/tree channels the plan needs connected (>= --channels) */
   int collnet;              /* CollNet entries were offered */
   char describe[2048];      /* the tuner and the model's fabric, for the table's header */
+  struct tunerload tl;      /* --algo auto: the tuner, open for the whole run as under NCCL */
+  int tuner_open;
 };
 
 /* --algo auto: NCCL_TUNER_PLUGIN defaults to braid (set in the environment, before any plugin
@@ -43,6 +46,10 @@ void tune_env_defaults(const struct perf_opts *o);
  * outcome on every rank). */
 int tune_plan_make(struct tune_plan *tp, const struct perf_opts *o, struct rdv *r,
                    uint64_t comm_id, int collnet);
+/* Finalizes and closes the tuner (--algo auto), as NCCL does at communicator destruction:
+ * before the net plugin's connections close, so what the tuner samples at finalize (its
+ * BRAID_TUNER_ADVICE) still sees them. Idempotent. */
+void tune_plan_close_tuner(struct tune_plan *tp);
 void tune_plan_free(struct tune_plan *tp);
 /* struct bench_mode's variants(): the plan's choice for that step (ctx: the plan). */
 int tune_variants(void *ctx, int step, size_t bytes, struct bench_variant *v);
