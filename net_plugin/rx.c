@@ -5,8 +5,9 @@
  * tags (so an early send never blocks another's), or when, with several streams, its frames
  * arrive before an earlier message was seen (so no stream ever waits behind another).  With
  * several streams every complete frame is acknowledged per stream, a chunk that arrives twice (a
- * re-send after a rail failed) is accepted once, and a copy still arriving when its message has
- * completed is read into a sink, never into a buffer NCCL may already reuse. */
+ * re-send after a rail failed, possibly cut into other pieces) counts each byte once, and a copy
+ * still arriving when its message has completed is read into a sink, never into a buffer NCCL may
+ * already reuse. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,20 @@ static bool rx_range_held(const struct braid_rxmsg *m, uint64_t off, uint64_t le
   for (int i = 0; i < m->nranges; i++)
     if (m->ranges[i][0] <= off && off + len <= m->ranges[i][1]) return true;
   return false;
+}
+
+/* Bytes of [off, off+len) not yet held.  A chunk re-sent after its rail failed may be cut into
+ * other pieces than the copy that still arrives from the failed rail (a probe piece, a split for
+ * a slower rail), so a frame can overlap what is held without lying inside it: only its new bytes
+ * count towards the message (ranges are disjoint: add merges overlapping and touching ones). */
+static uint64_t rx_range_fresh(const struct braid_rxmsg *m, uint64_t off, uint64_t len) {
+  uint64_t fresh = len, end = off + len;
+  for (int i = 0; i < m->nranges; i++) {
+    uint64_t lo = m->ranges[i][0] > off ? m->ranges[i][0] : off;
+    uint64_t hi = m->ranges[i][1] < end ? m->ranges[i][1] : end;
+    if (lo < hi) fresh -= hi - lo;
+  }
+  return fresh;
 }
 
 /* Adds [off, off+len), merging neighbours; -1 when out of memory. */
@@ -231,14 +246,19 @@ static void rx_end(struct braid_comm *c, struct braid_stream *s) {
   s->frames_recvd++;
   if (s->frame.size > BRAID_COPY_MAX) s->ack_urgent = true;
   if (s->frame_discard || !m) return;
+  uint64_t fresh = s->frame.len;
   if (c->acks) {
-    if (rx_range_held(m, s->frame.offset, s->frame.len)) return;
+    /* Count only bytes not already held: a frame overlapping held ranges (an original copy
+     * arriving after part of its re-send) would otherwise push got past size, and the message
+     * would never complete while the sender, fully acknowledged, moves on. */
+    fresh = rx_range_fresh(m, s->frame.offset, s->frame.len);
+    if (!fresh) return;
     if (rx_range_add(m, s->frame.offset, s->frame.len)) {
       braid_comm_fail(c, ncclSystemError, "out of memory tracking received chunks");
       return;
     }
   }
-  m->got += s->frame.len;
+  m->got += fresh;
   if (m->got == m->size && m->req) rx_msg_complete(c, m);
 }
 

@@ -74,8 +74,9 @@
  *     flight), ahead of new work; reconnect no earlier than braid_sched_retry_at();
  *   - pass as `pending` every byte queued and not yet on a rail (re-sends and hedges included);
  *     place a second copy of a chunk with braid_sched_pick_avoid(), never on a rail holding one;
- *   - the receiver accepts each chunk's data once (a per-message record of chunks held, not a
- *     byte count) and discards copies of chunks it holds and of finished messages;
+ *   - the receiver accepts each chunk's data once (a per-message record of byte ranges held,
+ *     not a byte count: a re-send may be cut into other pieces than the copy it replaces) and
+ *     discards copies of chunks it holds and of finished messages;
  *   - a chunk is done at its first ack, a message when all its chunks are; a copy left on a slow
  *     rail never delays completion (the receiver discards it);
  *   - call braid_sched_tick() periodically (about every millisecond of activity) and handle the

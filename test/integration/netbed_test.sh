@@ -6,6 +6,9 @@
 #   verified, no error, the rail reported down, then re-admitted after restore;
 # - a slowed rail is demoted.
 # Prints "netbed: N passed, N failed"; skips (exit 0) with a message where it cannot run.
+# NETBED_ONLY=WORD runs only the cases whose key contains WORD (keys: striping cut blackhole
+# backup reset setup slow), e.g. NETBED_ONLY=reset to repeat one case; NETBED_LOGS=DIR keeps the
+# full logs of both ranks of each failure there.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build}
@@ -25,11 +28,16 @@ PERF=$(realpath "$B/braid-perf")
 export NCCL_NET_PLUGIN=$(realpath "$B/libnccl-net-braid.so") BRAID_SOCKET_IFNAME=eth
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 pass=0 fail=0
+ONLY=${NETBED_ONLY:-}
+want() { [ -z "$ONLY" ] || [[ $1 == *"$ONLY"* ]]; }
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() {
   fail=$((fail + 1)); echo "FAIL $1"
   echo "     --- rank 0 (sender):"; tail -n 25 "$tmp/r0" | sed 's/^/     /'
   echo "     --- rank 1 (receiver):"; tail -n 15 "$tmp/r1" | sed 's/^/     /'
+  if [ -n "${NETBED_LOGS:-}" ]; then # full logs of each failure kept there
+    mkdir -p "$NETBED_LOGS" && cp "$tmp/r0" "$NETBED_LOGS/fail$fail.r0" && cp "$tmp/r1" "$NETBED_LOGS/fail$fail.r1"
+  fi
 }
 
 # run NAME FAULT_CMD...: a 2-rank oneway run host 0 -> host 1; FAULT_CMD runs 1 s in, restore
@@ -57,11 +65,13 @@ run() {
   return 1
 }
 
-if run striping ""; then
+if ! want striping; then :
+elif run striping ""; then
   if grep -q "4 rails" "$tmp/r0"; then ok "4-rail striping, verified"; else bad "4-rail striping (not on 4 rails)"; fi
 else bad "4-rail striping"; fi
 
 for fault in cut blackhole; do
+  want $fault || continue
   if run "$fault" "$fault"; then
     if grep -q "rail 1 (eth1).*-> down" "$tmp/r0"; then
       ok "rail $fault mid-run: every iteration verified, rail 1 taken down"
@@ -74,13 +84,15 @@ done
 
 # Single-NIC devices (BRAID_RAILS=eth0;eth1;...) with a borrowed backup rail: the device's own
 # NIC is cut mid-run; the run completes over the neighbour's NIC.
-if BRAID_RAILS="eth0;eth1;eth2;eth3" BRAID_BACKUP_RAIL=1 run backup cut0; then
+if ! want backup; then :
+elif BRAID_RAILS="eth0;eth1;eth2;eth3" BRAID_BACKUP_RAIL=1 run backup cut0; then
   if grep -q "rail 0 (eth0).*-> down" "$tmp/r0"; then ok "single-NIC device: own NIC cut, completed over the borrowed rail"
   else bad "backup rail (rail 0 never reported down)"; fi
 else bad "backup rail"; fi
 
 # A rail whose TCP connection is reset mid-run reconnects and carries again.
-if run reset reset; then
+if ! want reset; then :
+elif run reset reset; then
   if grep -q "send stream 1 (rail 1, eth1).*reconnected" "$tmp/r0" &&
      grep -q "receive stream 1 (rail 1, eth1).*rejoined" "$tmp/r1"; then
     ok "rail reset mid-run: verified, reconnected and rejoined"
@@ -91,22 +103,26 @@ else bad "rail reset mid-run"; fi
 
 # A rail that is down when the connection is set up: the connection starts on the other three,
 # and the rail joins once it is restored.
-port=$((30000 + RANDOM % 20000))
-$NB --prefix $P cut 0 1 >/dev/null
-args=(sendrecv --oneway -b 8M -e 8M -w 1 --iters 80 --timeout 30 --nranks 2 --rendezvous 10.77.0.1:$port)
-$NB --prefix $P exec 1 "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1 & p1=$!
-$NB --prefix $P exec 0 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 & p0=$!
-sleep 4; $NB --prefix $P restore 0 1 >/dev/null
-wait $p0; rc0=$?; wait $p1; rc1=$?
-if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$tmp/r0" &&
-   grep -q "send stream 1 (rail 1, eth1).*reconnected" "$tmp/r0" &&
-   grep -q "receive stream 1 (rail 1, eth1).*rejoined" "$tmp/r1"; then
-  ok "a rail down at set-up: started on the others, joined when restored"
-else echo "     rank exits $rc0 $rc1" >>"$tmp/r0"; bad "a rail down at set-up joins later"; fi
+if want setup; then
+  port=$((30000 + RANDOM % 20000))
+  $NB --prefix $P cut 0 1 >/dev/null
+  args=(sendrecv --oneway -b 8M -e 8M -w 1 --iters 80 --timeout 30 --nranks 2 --rendezvous 10.77.0.1:$port)
+  $NB --prefix $P exec 1 "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1 & p1=$!
+  $NB --prefix $P exec 0 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 & p0=$!
+  sleep 4; $NB --prefix $P restore 0 1 >/dev/null
+  wait $p0; rc0=$?; wait $p1; rc1=$?
+  if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$tmp/r0" &&
+     grep -q "send stream 1 (rail 1, eth1).*reconnected" "$tmp/r0" &&
+     grep -q "receive stream 1 (rail 1, eth1).*rejoined" "$tmp/r1"; then
+    ok "a rail down at set-up: started on the others, joined when restored"
+  else echo "     rank exits $rc0 $rc1" >>"$tmp/r0"; bad "a rail down at set-up joins later"; fi
+fi
 
-$NB --prefix $P shape 0 2 20mbit >/dev/null
-if run slow "" && grep -q "rail 2 (eth2).*-> degraded" "$tmp/r0"; then ok "a rail at a tenth of the rate is demoted"
-else bad "slow rail demoted"; fi
+if want slow; then
+  $NB --prefix $P shape 0 2 20mbit >/dev/null
+  if run slow "" && grep -q "rail 2 (eth2).*-> degraded" "$tmp/r0"; then ok "a rail at a tenth of the rate is demoted"
+  else bad "slow rail demoted"; fi
+fi
 
 echo "netbed: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

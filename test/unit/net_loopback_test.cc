@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -430,6 +431,107 @@ TEST_F(RawPeer, StalledMessageTimesOutButAnIdlePeerDoesNot) {
   EXPECT_GT(Now() - t0, 0.25);
   EXPECT_LT(Now() - t0, 3.0);
   close(fd);
+}
+
+// A hand-made peer with several streams on one rail (acknowledged chunks), to replay what a
+// multi-rail sender does around a failure.
+class RawStreams : public RawPeer {
+ protected:
+  // Connects n raw streams of one connection; the receive comm is recv_raw_.
+  void OpenStreams(int n, int* fds) {
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    void* listen = nullptr;
+    ASSERT_EQ(net.listen(ctx_, 0, handle, &listen), ncclSuccess);
+    braid_handle h;
+    char err[128];
+    ASSERT_EQ(braid_handle_decode(handle, &h, err, sizeof err), 0);
+    for (int s = 0; s < n; s++) {
+      fds[s] = socket(AF_INET, SOCK_STREAM, 0);
+      ASSERT_EQ(connect(fds[s], (sockaddr*)&h.addr, sizeof(sockaddr_in)), 0);
+      int one = 1;  // each frame leaves at once (no Nagle wait for the previous one's ack)
+      setsockopt(fds[s], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      braid_hello hello = {};
+      memcpy(hello.secret, h.secret, sizeof hello.secret);
+      hello.conn_id = 78;
+      hello.stream = static_cast<uint16_t>(s);
+      hello.per_rail = static_cast<uint16_t>(n);
+      hello.nrails = 1;
+      uint8_t hb[BRAID_HELLO_BYTES];
+      braid_hello_encode(&hello, hb);
+      ASSERT_EQ(write(fds[s], hb, sizeof hb), (ssize_t)sizeof hb);
+    }
+    for (double end = Now() + 5; !recv_raw_ && Now() < end;) {
+      ASSERT_EQ(net.accept(listen, &recv_raw_, nullptr), ncclSuccess);
+    }
+    ASSERT_NE(recv_raw_, nullptr);
+    EXPECT_EQ(net.closeListen(listen), ncclSuccess);
+    uint8_t list[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];  // stream 0's answer: the rail list
+    ASSERT_EQ(recv(fds[0], list, BRAID_RAILLIST_HDR, MSG_WAITALL), BRAID_RAILLIST_HDR);
+    int len = braid_raillist_len(list, err, sizeof err);
+    ASSERT_GT(len, BRAID_RAILLIST_HDR) << err;
+    ASSERT_EQ(recv(fds[0], list + BRAID_RAILLIST_HDR, len - BRAID_RAILLIST_HDR, MSG_WAITALL),
+              len - BRAID_RAILLIST_HDR);
+  }
+  // Writes one frame (header and payload) of message seq on fd, in one piece.
+  static void Frame(int fd, uint64_t seq, const std::vector<char>& msg, size_t off, size_t len) {
+    auto h = Header(seq, off, static_cast<uint32_t>(len), msg.size());
+    std::vector<char> f(h.begin(), h.end());
+    f.insert(f.end(), msg.begin() + off, msg.begin() + off + len);
+    ASSERT_EQ(write(fd, f.data(), f.size()), (ssize_t)f.size());
+  }
+  // Polls the receive (which stays incomplete) until the receiver acknowledges `frames` frames
+  // on fd: then it holds their data.
+  static void AwaitAck(int fd, void* req, uint64_t frames) {
+    uint8_t ack[BRAID_FRAME_HDR_BYTES];
+    size_t got_bytes = 0;
+    for (double end = Now() + 5; Now() < end;) {
+      int done = 0, got = 0;
+      ASSERT_EQ(net.test(req, &done, &got), ncclSuccess);
+      ASSERT_EQ(done, 0);
+      ssize_t n = recv(fd, ack + got_bytes, sizeof ack - got_bytes, MSG_DONTWAIT);
+      if (n > 0) got_bytes += (size_t)n;
+      if (got_bytes < sizeof ack) continue;
+      got_bytes = 0;
+      braid_frame f;
+      char err[128];
+      ASSERT_EQ(braid_frame_decode(ack, &f, err, sizeof err), 0) << err;
+      ASSERT_EQ(f.type, BRAID_FRAME_ACK);
+      if (f.seq >= frames) return;
+    }
+    FAIL() << "no acknowledgement of " << frames << " frames in 5 s";
+  }
+};
+
+// A rail fails with a chunk on it; the sender re-sends the chunk on another rail cut into
+// different pieces (a small probe piece first), while the original, already on its way, still
+// arrives whole.  Each byte counts once: the message completes, with its data.
+TEST_F(RawStreams, ChunkResentInPiecesWhileTheOriginalArrivesCountsEachByteOnce) {
+  int fds[2];
+  OpenStreams(2, fds);
+  const size_t size = 32 << 10, piece = 8 << 10;
+  // Message 0: the re-sent head piece arrives first; message 1: the re-sent tail does.
+  for (uint64_t seq = 0; seq < 2; seq++) {
+    std::vector<char> src = Pattern(size, static_cast<int>(seq) + 3), buf(size);
+    void* req = PostRecv(&buf);
+    size_t first_off = seq == 0 ? 0 : piece, first_len = seq == 0 ? piece : size - piece;
+    size_t rest_off = seq == 0 ? piece : 0, rest_len = size - first_len;
+    Frame(fds[0], seq, src, first_off, first_len);  // part of the re-send, on stream 0
+    AwaitAck(fds[0], req, 2 * seq + 1);             // (the late copy of the previous one counts)
+    Frame(fds[1], seq, src, 0, size);  // the original copy, whole, on stream 1
+    int got = 0;
+    ASSERT_EQ(Wait(req, &got), ncclSuccess) << "message " << seq;
+    EXPECT_EQ(got, static_cast<int>(size));
+    EXPECT_EQ(buf, src) << "message " << seq;
+    Frame(fds[0], seq, src, rest_off, rest_len);  // the rest of the re-send: a late copy
+  }
+  // The late copies are read and dropped: a further message still lands intact.
+  std::vector<char> src = Pattern(size, 9), buf(size);
+  void* req = PostRecv(&buf);
+  Frame(fds[0], 2, src, 0, size);
+  int got = 0;
+  ASSERT_EQ(Wait(req, &got), ncclSuccess);
+  EXPECT_EQ(buf, src);
+  for (int fd : fds) close(fd);
 }
 
 // Several streams (acknowledged chunks): a receiver that posts nothing for longer than any stall
