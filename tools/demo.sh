@@ -2,8 +2,10 @@
 # `make run`: the main job on one machine.  With no cluster, four local ranks run an allreduce
 # size sweep through the braid plugin over loopback and print the nccl-tests-style table: first
 # NCCL's ring algorithm over braid's net plugin, then CollNet with two braid-ps summation servers
-# started here (every result verified).  BRAID_DEMO_RANKS, BRAID_DEMO_ARGS override the defaults;
-# BRAID_DEMO_COLLNET=0 skips the CollNet part.
+# started here (every result verified), then the braid tuner: a quick calibration of ring, tree
+# and CollNet, and the sweep with the algorithm the tuner picks per size (braid-perf --algo auto).
+# BRAID_DEMO_RANKS, BRAID_DEMO_ARGS override the defaults; BRAID_DEMO_COLLNET=0 skips the CollNet
+# and tuner parts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=${BRAID_DEMO_RANKS:-4}
@@ -37,3 +39,14 @@ echo "# braid demo: the same sweep through braid's CollNet, summed by braid-ps s
 echo "# (on one machine the servers share the CPU with the ranks: this shows it working, not its speed)"
 # shellcheck disable=SC2086
 ./build/braid-perf allreduce --algo collnet -n "$ranks" $args
+
+echo
+echo "# braid demo: the tuner. A quick calibration (ring, tree x LL/LL128/Simple, CollNet), then"
+echo "# the sweep with what libnccl-tuner-braid.so picks at each size from NCCL's cost table"
+calib=$(mktemp)
+trap 'kill "${pids[@]}" 2>/dev/null; rm -f "$calib"' EXIT
+./build/braid-perf allreduce -n "$ranks" -b 4K -e 4M -f 4 -w 2 --iters 10 --repeats 1 \
+  --calibrate "$calib" | awk '/calibration summary/,/# wrote/'
+# shellcheck disable=SC2086
+NCCL_TUNER_PLUGIN=$PWD/build/libnccl-tuner-braid.so BRAID_TUNER_CALIB=$calib \
+  ./build/braid-perf allreduce --algo auto -n "$ranks" -b 4K -e 4M -f 4
