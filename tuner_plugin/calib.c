@@ -43,28 +43,9 @@ static int name_index(const char *s, const char *(*name)(int), int count) {
   return -1;
 }
 
-static int parse_double(const char *s, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || !isfinite(v)) return -1;
-  *out = v;
-  return 0;
-}
-
-static int parse_u64(const char *s, uint64_t *out) {
-  if (*s < '0' || *s > '9') return -1;
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || *end) return -1;
-  *out = v;
-  return 0;
-}
-
 static int parse_pos_int(const char *s, int *out) {
   uint64_t v;
-  if (parse_u64(s, &v) || v == 0 || v > 0x7fffffff) return -1;
+  if (braid_parse_u64(s, &v) || v == 0 || v > 0x7fffffff) return -1;
   *out = (int)v;
   return 0;
 }
@@ -152,7 +133,7 @@ static int calib_line(void *arg, char **w, int nw, int lineno) {
   }
   if (strcmp(w[0], "link_gbs") == 0 || strcmp(w[0], "model_link_gbs") == 0) {
     double v;
-    if (nw != 2 || parse_double(w[1], &v) || v <= 0)
+    if (nw != 2 || braid_parse_double(w[1], &v) || v <= 0)
       return WARN_LINE("%s needs one positive number (GB/s); line skipped", w[0]);
     if (w[0][0] == 'm') c->model_link_gbs = v; else c->link_gbs = v;
     return 0;
@@ -165,8 +146,8 @@ static int calib_line(void *arg, char **w, int nw, int lineno) {
   if (pt.coll < 0) return WARN_LINE("unknown collective \"%s\"; line skipped", w[0]);
   if (pt.algo < 0) return WARN_LINE("unknown algorithm \"%s\"; line skipped", w[1]);
   if (pt.proto < 0) return WARN_LINE("unknown protocol \"%s\"; line skipped", w[2]);
-  if (parse_u64(w[3], &pt.bytes) || parse_double(w[4], &pt.measured_us) ||
-      parse_double(w[5], &pt.model_us) || pt.measured_us <= 0 || pt.model_us <= 0)
+  if (braid_parse_u64(w[3], &pt.bytes) || braid_parse_double(w[4], &pt.measured_us) ||
+      braid_parse_double(w[5], &pt.model_us) || pt.measured_us <= 0 || pt.model_us <= 0)
     return WARN_LINE("bytes must be an integer and both times positive numbers; line skipped");
   for (size_t i = 0; i < c->n; i++) {
     const struct braid_calib_point *q = &c->v[i];
@@ -309,7 +290,7 @@ struct health_state {
 static int health_line(void *arg, char **w, int nw, int lineno) {
   struct health_state *s = arg;
   double v;
-  if (nw != 2 || parse_double(w[1], &v) || v <= 0) {
+  if (nw != 2 || braid_parse_double(w[1], &v) || v <= 0) {
     warnf(s->warn, s->warn_arg, s->source, lineno,
           "expected \"node relative_bandwidth\" with a number > 0; line skipped");
     s->warnings++;

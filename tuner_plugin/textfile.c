@@ -2,6 +2,7 @@
 #include "textfile.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,4 +59,23 @@ int braid_split_words(char *line, char **w, int max) {
     if (*p) *p++ = '\0';
   }
   return n;
+}
+
+int braid_parse_double(const char *s, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || !isfinite(v)) return -1;
+  *out = v;
+  return 0;
+}
+
+int braid_parse_u64(const char *s, uint64_t *out) {
+  if (*s < '0' || *s > '9') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end) return -1;
+  *out = v;
+  return 0;
 }

@@ -29,22 +29,7 @@ static void errf(char *err, size_t errlen, const char *source, int line, const c
 }
 
 static int parse_num(const char *s, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || !isfinite(v) || v < 0) return -1;
-  *out = v;
-  return 0;
-}
-
-static int parse_count(const char *s, uint64_t *out) {
-  if (*s < '0' || *s > '9') return -1;
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || *end) return -1;
-  *out = v;
-  return 0;
+  return braid_parse_double(s, out) || *out < 0 ? -1 : 0;
 }
 
 static int known_state(const char *s) {
@@ -75,7 +60,7 @@ static int rail_line(struct parse *p, char **w, int nw, int line) {
   }
   uint64_t dev, run;
   double median, min;
-  if (parse_count(w[1], &dev) || dev > 0x7fffffff) {
+  if (braid_parse_u64(w[1], &dev) || dev > 0x7fffffff) {
     errf(p->err, p->errlen, p->source, line, "rail device \"%s\" is not a device index", w[1]);
     return -1;
   }
@@ -84,7 +69,7 @@ static int rail_line(struct parse *p, char **w, int nw, int line) {
          "rail bandwidths \"%s\" \"%s\" are not numbers >= 0 (Gb/s)", w[4], w[5]);
     return -1;
   }
-  if (parse_count(w[6], &run)) {
+  if (braid_parse_u64(w[6], &run)) {
     errf(p->err, p->errlen, p->source, line, "slow run \"%s\" is not a count", w[6]);
     return -1;
   }
@@ -138,7 +123,7 @@ static int record_line(struct parse *p, char **w, int nw, int line) {
   }
   if (is_samples) {
     if (once(p, &p->seen_samples, "samples", line)) return -1;
-    if (parse_count(w[1], &a->samples)) {
+    if (braid_parse_u64(w[1], &a->samples)) {
       errf(p->err, p->errlen, p->source, line, "samples \"%s\" is not a count", w[1]);
       return -1;
     }
