@@ -24,6 +24,8 @@ P=bt$$
 [ "$(id -u)" = 0 ] || { echo "tuner bench: needs root (network namespaces)"; exit 1; }
 mkdir -p bench/results
 out=bench/results/tuner-$(date +%Y%m%d-%H%M%S).txt
+raw=${out%.txt}-raw
+mkdir -p "$raw"
 tmp=$(mktemp -d)
 spids=()
 cleanup() { kill "${spids[@]}" 2>/dev/null; $NB --prefix $P down >/dev/null 2>&1; rm -rf "$tmp"; }
@@ -82,7 +84,7 @@ cal=$tmp/calibration
 run "$tmp/calib.out" --calibrate "$cal" -b 4K -e 64M -f 4 -w 1 --iters 2
 export BRAID_TUNER_CALIB=$cal
 sweep healthy
-cp "$cal" "$out.calibration"
+cp "$cal" "$raw/calibration"
 
 slow=$(awk -v r="${RATE%mbit}" 'BEGIN {printf "%dmbit", r / 4}')
 for r in $(seq 0 $((RAILS - 1))); do $NB --prefix $P shape 0 "$r" "$slow" >/dev/null; done
@@ -99,7 +101,9 @@ if ! "$TUNE" health "$tmp"/advice/* >"$tmp/health" 2>"$tmp/health.err"; then
     echo "h0 0.25"; echo "h1 1"; echo "h2 1"; echo "h3 1"; } >"$tmp/health"
 fi
 export BRAID_TUNER_HEALTH=$tmp/health
+cp "$tmp/health" "$raw/health"
 sweep slow
+cp "$tmp"/healthy-* "$tmp"/slow-* "$raw/"
 
 # report: time_us (column 5 of braid-perf's rows) per size, per algorithm, per repeat
 collect() { # tag algo -> "size t1 t2 ..." lines
@@ -111,27 +115,33 @@ collect() { # tag algo -> "size t1 t2 ..." lines
 report() {
   local tag=$1
   for algo in ring tree collnet nccl auto; do collect "$tag" "$algo" | sed "s/^/$algo /"; done >"$tmp/$tag.times"
-  awk -v tag="$tag" '
-    function med(s,   n, v, i, j, t) { n = split(s, v, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-      return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
-    function mn(s,   n, v, i, m) { n = split(s, v, " "); m = v[1]; for (i = 2; i <= n; i++) if (v[i] < m) m = v[i]; return m }
-    function mx(s,   n, v, i, m) { n = split(s, v, " "); m = v[1]; for (i = 2; i <= n; i++) if (v[i] > m) m = v[i]; return m }
-    { algo = $1; size = $2; $1 = ""; $2 = ""; t[algo, size] = $0; sizes[size] = 1 }
+  cp "$tmp/$tag.times" "$raw/"
+  local sizes
+  sizes=$(awk '{print $2}' "$tmp/$tag.times" | sort -nu | tr '\n' ' ')
+  awk -v tag="$tag" -v sizes="$sizes" '
+    function sort(v, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t } }
+    function med(s,   n, v) { n = split(s, v, " "); sort(v, n); return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+    function mn(s,   n, v) { n = split(s, v, " "); sort(v, n); return v[1] }
+    function mx(s,   n, v) { n = split(s, v, " "); sort(v, n); return v[n] }
+    { algo = $1; size = $2; $1 = ""; $2 = ""; t[algo, size] = $0 }
     END {
       printf "%-7s %10s %10s %10s %10s %10s %10s  %-8s %6s %6s %s\n", tag, "bytes", "ring", "tree", "collnet", "nccl", "auto", "best", "b/auto", "nccl/a", "separated"
-      worst = 9; worst_n = 9
-      n = asorti(sizes, ss, "@ind_num_asc")
+      worst = 9; worst_n = 9; nsep = 0
+      n = split(sizes, ss, " ")
       for (i = 1; i <= n; i++) {
-        s = ss[i]; best = ""; bm = 1e18; second = 1e18
-        for (a = 1; a <= 3; a++) { al = a == 1 ? "ring" : a == 2 ? "tree" : "collnet"; m[al] = med(t[al, s]); if (m[al] < bm) { second = bm; sb = best; bm = m[al]; best = al } else if (m[al] < second) { second = m[al]; sb = al } }
+        s = ss[i]; best = ""; bm = 1e18; sb = ""; second = 1e18
+        for (a = 1; a <= 3; a++) {
+          al = a == 1 ? "ring" : a == 2 ? "tree" : "collnet"; m[al] = med(t[al, s])
+          if (m[al] < bm) { second = bm; sb = best; bm = m[al]; best = al } else if (m[al] < second) { second = m[al]; sb = al }
+        }
         sep = mx(t[best, s]) < mn(t[sb, s]) ? "yes" : "no"
         au = med(t["auto", s]); nc = med(t["nccl", s])
         r = au > 0 ? bm / au : 0; rn = au > 0 ? nc / au : 0
-        if (sep == "yes" && r < worst) worst = r
+        if (sep == "yes") { nsep++; if (r < worst) worst = r }
         if (rn < worst_n) worst_n = rn
         printf "%-7s %10d %10.0f %10.0f %10.0f %10.0f %10.0f  %-8s %6.2f %6.2f %s\n", "", s, m["ring"], m["tree"], m["collnet"], nc, au, best, r, rn, sep
       }
-      printf "%s: auto / best fixed, worst where separated: %.2f (target >= 0.95); auto vs NCCL model choice, worst: %.2f (target >= 1, noise aside)\n", tag, worst, worst_n
+      printf "%s: auto / best fixed, worst of the %d sizes where the repeats separate the algorithms: %s (target >= 0.95); NCCL model choice / auto, worst: %.2f (target >= 1, noise aside)\n", tag, nsep, nsep ? sprintf("%.2f", worst) : "n/a", worst_n
     }' "$tmp/$tag.times"
 }
 {
