@@ -73,6 +73,16 @@ class Server {
     }
     return ps_server_memory(s_) == 0;
   }
+  // Waits until the server holds n sessions: a handshake returns once its proof is sent, so a
+  // test that needs the server to have joined it first (before a rival HELLO) waits here.
+  bool WaitSessions(int n, double secs = 3) {
+    double end = Now() + secs;
+    while (Now() < end) {
+      if (ps_server_sessions(s_) == n) return true;
+      usleep(1000);
+    }
+    return false;
+  }
   bool SessionsDrain(double secs = 2) {
     double end = Now() + secs;
     while (Now() < end) {
@@ -565,6 +575,7 @@ TEST(PsServerJoin, RankAlreadyTaken) {
   Session s = NewSession();
   Head a(srv.port()), dup(srv.port()), b(srv.port());
   ASSERT_TRUE(a.Handshake(s, 0, 2, false));
+  ASSERT_TRUE(srv.WaitSessions(1));  // a's join is in before dup's HELLO
   ASSERT_TRUE(dup.Handshake(s, 0, 2, false));
   EXPECT_TRUE(dup.WaitClosed());
   EXPECT_NE(dup.last_text().find("already joined"), std::string::npos) << dup.last_text();
@@ -578,6 +589,7 @@ TEST(PsServerJoin, NranksOrHoldMismatchRefused) {
   Session s = NewSession();
   Head a(srv.port()), wrong_n(srv.port()), wrong_hold(srv.port()), b(srv.port());
   ASSERT_TRUE(a.Handshake(s, 0, 2, true));
+  ASSERT_TRUE(srv.WaitSessions(1));  // a's join defines the session before the rival HELLOs
   ASSERT_TRUE(wrong_n.Handshake(s, 1, 3, true));
   EXPECT_TRUE(wrong_n.WaitClosed());
   EXPECT_NE(wrong_n.last_text().find("ranks"), std::string::npos) << wrong_n.last_text();
