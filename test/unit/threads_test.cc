@@ -55,7 +55,8 @@ bool Exchange(int id, std::atomic<int>* failures) {
     ok = net.irecv(r, 1, &d, &cap, &tag, nullptr, nullptr, &rq) == ncclSuccess && rq;
     ok = ok && net.isend(s, src.data(), size, tag, nullptr, nullptr, &sq) == ncclSuccess && sq;
     int rd = 0, sd = 0, got = 0, sz = 0;
-    for (double end = Now() + 10; ok && (!rd || !sd) && Now() < end;) {
+    // Generous: under ThreadSanitizer on a loaded 2-core machine a message can take seconds.
+    for (double end = Now() + 30; ok && (!rd || !sd) && Now() < end;) {
       if (!sd) ok = net.test(sq, &sd, &sz) == ncclSuccess;
       if (ok && !rd) ok = net.test(rq, &rd, &got) == ncclSuccess;
     }
