@@ -252,8 +252,8 @@ static void rx_end(struct braid_comm *c, struct braid_stream *s) {
      * arriving after part of its re-send) would otherwise push got past size, and the message
      * would never complete while the sender, fully acknowledged, moves on. */
     fresh = rx_range_fresh(m, s->frame.offset, s->frame.len);
-    if (!fresh) return;
-    if (rx_range_add(m, s->frame.offset, s->frame.len)) {
+    if (s->frame.len && !fresh) return; /* (an empty message's one frame must still complete it) */
+    if (s->frame.len && rx_range_add(m, s->frame.offset, s->frame.len)) {
       braid_comm_fail(c, ncclSystemError, "out of memory tracking received chunks");
       return;
     }
