@@ -81,7 +81,10 @@ sweep() {
 
 echo "# calibrating on the healthy fabric" >&2
 cal=$tmp/calibration
-run "$tmp/calib.out" --calibrate "$cal" -b 4K -e 64M -f 4 -w 1 --iters 2
+# Two segments, as the sweeps: many iterations where times are short and noisy, few where long.
+run "$tmp/calib-s.out" --calibrate "$cal.s" -b 4K -e 1M -f 4 -w 3 --iters 20
+run "$tmp/calib-l.out" --calibrate "$cal.l" -b 4M -e 64M -f 4 -w 1 --iters 2
+{ cat "$cal.l"; grep '^allreduce ' "$cal.s"; } >"$cal"
 export BRAID_TUNER_CALIB=$cal
 sweep healthy
 cp "$cal" "$raw/calibration"
