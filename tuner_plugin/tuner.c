@@ -290,29 +290,25 @@ static void why_reset(struct braid_tuner_why *w, const float *table, int num_alg
   w->algo = w->proto = w->nccl_algo = w->nccl_proto = -1;
   for (int a = 0; a < NALGO; a++)
     for (int p = 0; p < NPROTO; p++) w->predicted[a][p] = (float)NCCL_ALGO_PROTO_IGNORE;
-  float best = 3.6e9f;
-  for (int a = 0; table && a < num_algo; a++)
-    for (int p = 0; p < num_proto; p++) {
-      float v = table[a * num_proto + p];
-      if (v >= 0 && v < best) best = v, w->nccl_algo = a, w->nccl_proto = p;
-    }
+  if (table && braid_model_pick(table, num_algo, num_proto, &w->nccl_algo, &w->nccl_proto))
+    w->nccl_algo = w->nccl_proto = -1;
   w->algo = w->nccl_algo;
   w->proto = w->nccl_proto;
 }
 
-/* The model's prediction for one available entry (µs). */
-static float predict(const struct braid_tuner *t, int coll, int a, int p, float nccl_us,
-                     size_t nbytes, int *charged) {
-  float v = nccl_us * t->ratio[coll][qbin(nbytes)][a][p];
+/* The model's prediction for one available entry (µs): NCCL's time corrected by the
+ * calibration (*calibrated), then charged for the slowest node's link. */
+static float predict(const struct braid_tuner *t, int coll, int a, int p, float ratio,
+                     float nccl_us, size_t nbytes, float *calibrated) {
+  float v = nccl_us * ratio;
+  *calibrated = v;
   float lat = t->lat_us[coll][a][p];
   if (lat > v) lat = v;
-  *charged = 0;
   if (t->link_us_per_byte[coll][a] > 0) {
     float floor = lat + (float)nbytes * t->link_us_per_byte[coll][a];
-    if (floor > v) v = floor, *charged = 1;
+    if (floor > v) v = floor;
   } else if (t->bw_slowdown > 1.0f) {
     v = lat + (v - lat) * t->bw_slowdown;
-    *charged = 1;
   }
   return v;
 }
@@ -324,15 +320,15 @@ static int model_decide(const struct braid_tuner *t, int coll, size_t nbytes, co
   float best = 3.6e9f, best_plain = 3.6e9f;
   int ba = -1, bp = -1, pa = -1, pp = -1;
   int na = num_algo < NALGO ? num_algo : NALGO, np = num_proto < NPROTO ? num_proto : NPROTO;
+  const float(*ratio)[NPROTO] = t->ratio[coll][qbin(nbytes)];
   for (int a = 0; a < na; a++)
     for (int p = 0; p < np; p++) {
       float v = table[a * num_proto + p];
       if (v == (float)NCCL_ALGO_PROTO_IGNORE || v < 0) continue;
-      int charged;
-      float pred = predict(t, coll, a, p, v, nbytes, &charged);
+      float plain;
+      float pred = predict(t, coll, a, p, ratio[a][p], v, nbytes, &plain);
       w->predicted[a][p] = pred;
       if (pred < best) best = pred, ba = a, bp = p;
-      float plain = charged ? v * t->ratio[coll][qbin(nbytes)][a][p] : pred;
       if (plain < best_plain) best_plain = plain, pa = a, pp = p;
     }
   w->model_ran = 1;
@@ -391,8 +387,9 @@ void braid_tuner_apply_table(struct braid_tuner *t, int coll, size_t nbytes, int
     if (why) why_reset(why, NULL, 0, 0);
     return;
   }
-  why_reset(w, table, num_algo, num_proto);
   const struct braid_rule *r = braid_tuner_decide(t, coll, nbytes, pipe_ops, reg_buff);
+  if (!r && !t->model_active && !why) return; /* the common case: nothing to decide */
+  why_reset(w, table, num_algo, num_proto);
   if (r) {
     w->rule_line = r->line;
     if (r->algo >= num_algo || r->proto >= num_proto) {
