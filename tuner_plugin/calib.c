@@ -20,14 +20,36 @@ static void default_warn(void *arg, const char *source, int line, const char *ms
   BRAID_WARN("%s:%d: %s", source, line, msg);
 }
 
-static void warnf(braid_rules_warn_fn warn, void *arg, const char *source, int line,
-                  const char *fmt, ...) {
+/* One parse: where warnings go and how many there were; out is the file's struct. */
+struct parse_ctx {
+  void *out;
+  size_t cap; /* of out's array */
+  int warnings;
+  const char *source;
+  braid_rules_warn_fn warn;
+  void *warn_arg;
+};
+
+/* One warning about line lineno (0: the whole file), counted. */
+static void line_warn(struct parse_ctx *x, int lineno, const char *fmt, ...) {
   char msg[200];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  warn(arg, source, line, msg);
+  x->warn(x->warn_arg, x->source, lineno, msg);
+  x->warnings++;
+}
+
+/* Room for one more element in *v (n used, *cap allocated); 0, or -1 when out of memory. */
+static int grow(void **v, size_t *cap, size_t n, size_t elem) {
+  if (n < *cap) return 0;
+  size_t ncap = *cap ? *cap * 2 : 16;
+  void *nv = realloc(*v, ncap * elem);
+  if (!nv) return -1;
+  *v = nv;
+  *cap = ncap;
+  return 0;
 }
 
 /* The whole file, or NULL with the reason in err. */
@@ -52,10 +74,10 @@ static int parse_pos_int(const char *s, int *out) {
 
 /* Calls line_fn for each line after the magic first line; handles the text copy and the magic.
  * Returns -1 (with err) when the first line is not "<magic> 1". */
-typedef int (*line_fn)(void *st, char **w, int nw, int lineno);
+typedef int (*line_fn)(struct parse_ctx *x, char **w, int nw, int lineno);
 
-static int parse_lines(const char *text, size_t len, const char *magic, line_fn fn, void *st,
-                       char *err, size_t errlen) {
+static int parse_lines(const char *text, size_t len, const char *magic, line_fn fn,
+                       struct parse_ctx *x, char *err, size_t errlen) {
   if (errlen) err[0] = '\0';
   if (memchr(text, '\0', len)) {
     snprintf(err, errlen, "holds a NUL byte: not a text file");
@@ -96,7 +118,7 @@ static int parse_lines(const char *text, size_t len, const char *magic, line_fn 
       seen_magic = 1;
       continue;
     }
-    if (fn(st, w, nw, lineno) < 0) rc = -1;
+    if (fn(x, w, nw, lineno) < 0) rc = -1;
     if (!save) break;
   }
   if (rc >= 0 && !seen_magic) {
@@ -109,19 +131,9 @@ static int parse_lines(const char *text, size_t len, const char *magic, line_fn 
 
 /* ---- calibration -------------------------------------------------------------------------- */
 
-struct calib_state {
-  struct braid_calib *c;
-  size_t cap;
-  int warnings;
-  const char *source;
-  braid_rules_warn_fn warn;
-  void *warn_arg;
-};
-
-static int calib_line(void *arg, char **w, int nw, int lineno) {
-  struct calib_state *s = arg;
-  struct braid_calib *c = s->c;
-#define WARN_LINE(...) (warnf(s->warn, s->warn_arg, s->source, lineno, __VA_ARGS__), s->warnings++, 0)
+static int calib_line(struct parse_ctx *x, char **w, int nw, int lineno) {
+  struct braid_calib *c = x->out;
+#define WARN_LINE(...) (line_warn(x, lineno, __VA_ARGS__), 0)
   if (strcmp(w[0], "nranks") == 0 || strcmp(w[0], "nnodes") == 0 ||
       strcmp(w[0], "model_nchannels") == 0) {
     int v;
@@ -154,13 +166,7 @@ static int calib_line(void *arg, char **w, int nw, int lineno) {
     if (q->coll == pt.coll && q->algo == pt.algo && q->proto == pt.proto && q->bytes == pt.bytes)
       return WARN_LINE("%s %s %s at %llu bytes appears twice; the later line skipped", w[0], w[1], w[2], (unsigned long long)pt.bytes);
   }
-  if (c->n == s->cap) {
-    size_t ncap = s->cap ? s->cap * 2 : 64;
-    void *nv = realloc(c->v, ncap * sizeof *c->v);
-    if (!nv) return -1;
-    c->v = nv;
-    s->cap = ncap;
-  }
+  if (grow((void **)&c->v, &x->cap, c->n, sizeof *c->v)) return -1;
   c->v[c->n++] = pt;
   return 0;
 #undef WARN_LINE
@@ -178,18 +184,15 @@ static int point_cmp(const void *a, const void *b) {
 int braid_calib_parse(const char *text, size_t len, const char *source, struct braid_calib *out,
                       braid_rules_warn_fn warn, void *warn_arg, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
-  struct calib_state s = {out, 0, 0, source, warn ? warn : default_warn, warn_arg};
-  if (parse_lines(text, len, "braid-calibration", calib_line, &s, err, errlen) < 0) {
+  struct parse_ctx x = {out, 0, 0, source, warn ? warn : default_warn, warn_arg};
+  if (parse_lines(text, len, "braid-calibration", calib_line, &x, err, errlen) < 0) {
     if (!err[0]) snprintf(err, errlen, "out of memory");
     braid_calib_free(out);
     return -1;
   }
-  if (out->n == 0 && !s.warnings) {
-    warnf(s.warn, warn_arg, source, 0, "no measurements in the file");
-    s.warnings++;
-  }
+  if (out->n == 0 && !x.warnings) line_warn(&x, 0, "no measurements in the file");
   if (out->n) qsort(out->v, out->n, sizeof *out->v, point_cmp);
-  return s.warnings;
+  return x.warnings;
 }
 
 int braid_calib_load(const char *path, struct braid_calib *out, braid_rules_warn_fn warn,
@@ -278,43 +281,24 @@ double braid_calib_latency(const struct braid_calib *c, int coll, int algo, int 
 
 /* ---- health ------------------------------------------------------------------------------- */
 
-struct health_state {
-  struct braid_health *h;
-  size_t cap;
-  int warnings;
-  const char *source;
-  braid_rules_warn_fn warn;
-  void *warn_arg;
-};
-
-static int health_line(void *arg, char **w, int nw, int lineno) {
-  struct health_state *s = arg;
+static int health_line(struct parse_ctx *x, char **w, int nw, int lineno) {
+  struct braid_health *h = x->out;
   double v;
   if (nw != 2 || braid_parse_double(w[1], &v) || v <= 0) {
-    warnf(s->warn, s->warn_arg, s->source, lineno,
-          "expected \"node relative_bandwidth\" with a number > 0; line skipped");
-    s->warnings++;
+    line_warn(x, lineno, "expected \"node relative_bandwidth\" with a number > 0; line skipped");
     return 0;
   }
-  if (strlen(w[0]) >= sizeof s->h->v[0].name) {
-    warnf(s->warn, s->warn_arg, s->source, lineno, "node name longer than 63 characters; line skipped");
-    s->warnings++;
+  if (strlen(w[0]) >= sizeof h->v[0].name) {
+    line_warn(x, lineno, "node name longer than 63 characters; line skipped");
     return 0;
   }
   if (v > 1) {
-    warnf(s->warn, s->warn_arg, s->source, lineno, "relative bandwidth %g above 1 counts as 1", v);
-    s->warnings++;
+    line_warn(x, lineno, "relative bandwidth %g above 1 counts as 1", v);
     v = 1;
   }
   if (v < MIN_REL_BW) v = MIN_REL_BW;
-  if (s->h->n == s->cap) {
-    size_t ncap = s->cap ? s->cap * 2 : 16;
-    void *nv = realloc(s->h->v, ncap * sizeof *s->h->v);
-    if (!nv) return -1;
-    s->h->v = nv;
-    s->cap = ncap;
-  }
-  struct braid_health_node *n = &s->h->v[s->h->n++];
+  if (grow((void **)&h->v, &x->cap, h->n, sizeof *h->v)) return -1;
+  struct braid_health_node *n = &h->v[h->n++];
   snprintf(n->name, sizeof n->name, "%s", w[0]);
   n->rel_bw = v;
   return 0;
@@ -324,13 +308,13 @@ int braid_health_parse(const char *text, size_t len, const char *source,
                        struct braid_health *out, braid_rules_warn_fn warn, void *warn_arg,
                        char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
-  struct health_state s = {out, 0, 0, source, warn ? warn : default_warn, warn_arg};
-  if (parse_lines(text, len, "braid-health", health_line, &s, err, errlen) < 0) {
+  struct parse_ctx x = {out, 0, 0, source, warn ? warn : default_warn, warn_arg};
+  if (parse_lines(text, len, "braid-health", health_line, &x, err, errlen) < 0) {
     if (!err[0]) snprintf(err, errlen, "out of memory");
     braid_health_free(out);
     return -1;
   }
-  return s.warnings;
+  return x.warnings;
 }
 
 int braid_health_load(const char *path, struct braid_health *out, braid_rules_warn_fn warn,
