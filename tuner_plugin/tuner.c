@@ -34,7 +34,7 @@ struct braid_tuner {
   float ratio[NFUNC][QBINS][NALGO][NPROTO]; /* calibration: measured / NCCL-predicted (1: none) */
   float lat_us[NFUNC][NALGO][NPROTO];  /* latency part of an entry's time */
   float link_us_per_byte[NFUNC][NALGO]; /* straggler: slow node's link time per byte; 0: none */
-  float bw_slowdown;                   /* 1/hmin when the link rate is unknown, else 1 */
+  float bw_slowdown;                   /* straggler: 1/hmin, the most a time's byte part stretches; 1: none */
   /* Which (coll, size bin) have had their INFO line; only logging reads it. */
   _Atomic uint64_t logged[NFUNC];
   struct braid_advice *advice; /* the process's, shared by its communicators */
@@ -176,13 +176,12 @@ static void model_init(struct braid_tuner *t, const ncclTunerConstants_v5_t *con
   /* The straggler charge. */
   t->bw_slowdown = 1.0f;
   if (straggler) {
+    t->bw_slowdown = (float)(1.0 / t->hmin);
     if (have_calib && calib.link_gbs > 0) {
       double bytes_per_us = calib.link_gbs * 1000.0 * t->hmin;
       for (int c = 0; c < NFUNC; c++)
         for (int a = 0; a < NALGO; a++)
           t->link_us_per_byte[c][a] = (float)(link_volume(c, a, t->nranks) / bytes_per_us);
-    } else {
-      t->bw_slowdown = (float)(1.0 / t->hmin);
     }
   }
   BRAID_INFO(NCCL_INIT | NCCL_TUNING,
@@ -304,13 +303,15 @@ static float predict(const struct braid_tuner *t, int coll, int a, int p, float 
   *calibrated = v;
   float lat = t->lat_us[coll][a][p];
   if (lat > v) lat = v;
-  if (t->link_us_per_byte[coll][a] > 0) {
-    float floor = lat + (float)nbytes * t->link_us_per_byte[coll][a];
-    if (floor > v) v = floor;
-  } else if (t->bw_slowdown > 1.0f) {
-    v = lat + (v - lat) * t->bw_slowdown;
-  }
-  return v;
+  if (t->bw_slowdown <= 1.0f) return v;
+  /* The part of the time spent moving bytes (calibrated time above the latency) stretches to
+   * what the slow link needs for the bytes this algorithm pushes through it, but never by more
+   * than the link slowed down: a size the healthy calibration shows latency-bound stays so. */
+  float bw = v - lat, most = bw * t->bw_slowdown;
+  float need = (float)nbytes * t->link_us_per_byte[coll][a];
+  if (need < bw) need = bw;
+  if (t->link_us_per_byte[coll][a] <= 0 || need > most) need = most;
+  return lat + need;
 }
 
 /* Runs the model over a table; returns 1 when it overrides NCCL's pick (w->algo/proto set). */

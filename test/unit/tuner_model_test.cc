@@ -327,6 +327,35 @@ TEST(TunerDecide, CalibrationMovesTheChoiceAndTheMarginKeepsNearTies) {
   braid_tuner_destroy(t);
 }
 
+TEST(TunerDecide, SlowNodeDoesNotChargeSizesTheCalibrationShowsLatencyBound) {
+  // A netbed-like fabric: 4 nodes on 500 Mbit/s links, one at 25%. At the smallest calibrated
+  // size tree (100 us) beats CollNet (120 us); pushing its 2 n through the slow link would cost
+  // more than CollNet's n, but the calibration shows no byte-moving time at that size (shaped
+  // links pass small bursts at full speed), so the healthy choice stands there. Where bytes do
+  // cost time, the slow link decides.
+  const int nodes = 4;
+  const double link = 0.0625;
+  braid_model m = Model(nodes, 1, link, 4, true, 1u << NCCL_PROTO_SIMPLE);
+  std::string cal = Calibration(nodes, link, m,
+                                {{NCCL_ALGO_TREE, 100 - 4096 / 40.0, 1 / 40.0},
+                                 {NCCL_ALGO_COLLNET_CHAIN, 120 - 4096 / 50.0, 1 / 50.0},
+                                 {NCCL_ALGO_RING, 400 - 4096 / 41.0, 1 / 41.0}});
+  TempFile calf(cal);
+  TempFile sick("braid-health 1\nh0 0.25\nh1 1\nh2 1\nh3 1\n");
+  braid_tuner_inputs in = Inputs(calf.path(), sick.path());
+  braid_tuner *slow = nullptr;
+  braid_tuner_create_from(&slow, &in, 5, 1, nodes, nodes, nullptr);
+  Choice small = Decide(slow, m, 4096);
+  EXPECT_EQ(NCCL_ALGO_TREE, small.algo) << small.why.reason;
+  EXPECT_FALSE(small.why.straggler) << small.why.reason;
+  Choice big = Decide(slow, m, 16 << 20);
+  EXPECT_EQ(NCCL_ALGO_COLLNET_CHAIN, big.algo) << big.why.reason;
+  // CollNet's 16 MiB cross the slow node's 15.6 B/us link: charged, not its healthy 335 ms.
+  EXPECT_NEAR((16 << 20) / 15.625, big.why.predicted[NCCL_ALGO_COLLNET_CHAIN][NCCL_PROTO_SIMPLE],
+              (16 << 20) / 15.625 * 0.01);
+  braid_tuner_destroy(slow);
+}
+
 TEST(TunerDecide, SlowNodeMovesTheCrossover) {
   // 4 nodes, 1 GB/s links. Measured: ring 100 us + 1.5 n / 900 B/us; CollNet 300 us + n / 1000.
   // Healthy: ring wins below ~300 KB. With a node at 25%, the slow link carries 1.5 n for ring
