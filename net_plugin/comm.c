@@ -55,6 +55,10 @@ ncclResult_t braid_comm_ready(struct braid_comm *c) {
     if (c->streams[i].fd >= 0) braid_sock_tune(c->streams[i].fd);
     else c->streams[i].dead = true; /* did not connect at set-up: rejoins later */
   }
+  if (c->ofi) {
+    ncclResult_t rc = braid_ofi_link_start(c);
+    if (rc) return rc;
+  }
   c->metrics = braid_telemetry_on();
   if (c->kind == BRAID_COMM_SEND)
     for (int r = 0; r < c->nrails && r < 16; r++)
@@ -88,8 +92,10 @@ void braid_comm_free(struct braid_comm *c) {
   braid_rejoin_free(c);
   braid_tx_free(c);
   braid_rx_free(c);
-  for (int i = 0; c->streams && i < c->nstreams; i++)
+  for (int i = 0; c->streams && i < c->nstreams; i++) {
+    braid_ofi_link_close(&c->streams[i]);
     if (c->streams[i].fd >= 0) close(c->streams[i].fd);
+  }
   free(c->streams);
   free(c->reqs);
   free(c->free_reqs);

@@ -26,6 +26,7 @@ enum braid_req_kind { BRAID_REQ_FREE = 0, BRAID_REQ_SEND, BRAID_REQ_RECV };
 
 struct braid_comm;
 struct braid_chunk;
+struct braid_ofi_ep;
 
 struct braid_recv_slot {
   char *buf;
@@ -133,6 +134,17 @@ struct braid_stream {
   bool eof;                /* the peer closed this stream */
   uint64_t frames_recvd, frames_ack_sent;
   bool ack_urgent; /* a frame of a message the sender did not copy (it waits for the ack) */
+  /* ofi transport (ofi_link.c): the stream's endpoint; the socket only carries the endpoint
+   * names at set-up and shows, by closing, that the peer is gone */
+  struct braid_ofi_ep *ofi;
+  bool ofi_linked;                   /* the peer's endpoint address is known */
+  uint8_t ofi_name[2 + 256];         /* the peer's address as it arrives: length(2), bytes */
+  size_t ofi_name_got;
+  uint64_t ofi_tag;                  /* payload tag: frames sent (tx) or headers taken (rx) */
+  bool ofi_posted;                   /* rx: the current frame's payload receive is posted */
+  bool ofi_cancelled;                /* rx: ... and cancelled (its message completed meanwhile) */
+  uint64_t ofi_cancel_ns;            /* rx: when; a cancel that does not settle closes the stream */
+  uint64_t ofi_check_ns;             /* when the socket was last checked for the peer closing */
 };
 
 struct braid_sched;
@@ -147,6 +159,7 @@ struct braid_comm {
   int nprimary; /* rails of the device itself; the rest are borrowed backups */
   int nstreams;
   bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
+  bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_link.c) */
   struct braid_stream *streams;
   struct braid_req *reqs;
   int nreqs;
@@ -217,6 +230,16 @@ ncclResult_t braid_rx_init(struct braid_comm *c);
 void braid_rx_free(struct braid_comm *c);
 ncclResult_t braid_tx_init(struct braid_comm *c);
 ncclResult_t braid_tx_send(struct braid_comm *c, struct braid_req *r);
+
+/* ofi transport (ofi_link.c).  Opens every stream's endpoint and sends its address on the
+ * stream's socket (at set-up). */
+ncclResult_t braid_ofi_link_start(struct braid_comm *c);
+/* 1 when s can carry data (the peer's address arrived); 0 not yet; -1 when the stream broke
+ * (the peer closed its socket, or no address in BRAID_TIMEOUT_MS): why says how. */
+int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
+                         size_t whylen);
+/* Closes s's endpoint (the fence: nothing it posted lands after this). */
+void braid_ofi_link_close(struct braid_stream *s);
 
 /* Data path entry points (xfer.c). */
 ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag,

@@ -18,6 +18,7 @@
 #include "inputs.h"
 #include "log.h"
 #include "param.h"
+#include "transport.h"
 #include "setup.h"
 #include "sock.h"
 
@@ -159,6 +160,8 @@ static ncclResult_t connect_send_hello(struct braid_connect *k, int s) {
                               .per_rail = (uint16_t)k->per_rail,
                               .nrails = (uint16_t)(k->device->nrails + (k->device->backup != NULL)),
                               .nbackup = (uint16_t)(k->device->backup != NULL)};
+  enum braid_transport t;
+  if (braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI) hello.flags |= BRAID_HELLO_OFI;
   memcpy(hello.secret, k->peer.secret, sizeof hello.secret);
   uint8_t buf[BRAID_HELLO_BYTES];
   braid_hello_encode(&hello, buf);
@@ -267,6 +270,8 @@ static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
   c->nrails = k->nrails;
   c->nprimary = k->nprimary;
   c->conn_id = k->conn_id;
+  enum braid_transport t;
+  c->ofi = braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI;
   memcpy(c->secret, k->peer.secret, sizeof c->secret);
   for (int r = 0; r < k->nrails; r++) {
     c->rail_ifc[r] = connect_local(k, r == 0 ? 0 : r);

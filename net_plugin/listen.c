@@ -15,6 +15,7 @@
 #include "inputs.h"
 #include "log.h"
 #include "param.h"
+#include "transport.h"
 #include "setup.h"
 #include "sock.h"
 
@@ -159,6 +160,11 @@ static struct listen_partial *listen_file(struct braid_listen *l, struct listen_
   return c;
 }
 
+static bool listen_ofi(void) {
+  enum braid_transport t;
+  return braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI;
+}
+
 /* Reads pending i's hello; returns its connection when the stream was filed, NULL otherwise
  * (still incomplete, or dropped: then i is gone and *dropped is set). */
 static struct listen_partial *listen_hello(struct braid_listen *l, int i, uint64_t now,
@@ -179,6 +185,11 @@ static struct listen_partial *listen_hello(struct braid_listen *l, int i, uint64
   if (braid_hello_decode(p->hello, &h, why, sizeof why) != 0) return listen_drop(l, i, why), NULL;
   if (!braid_secret_equal(h.secret, l->secret))
     return listen_drop(l, i, "wrong secret (a stray or misdirected connection)"), NULL;
+  if (!(h.flags & BRAID_HELLO_REJOIN) && !(h.flags & BRAID_HELLO_OFI) != !listen_ofi())
+    return listen_drop(l, i, listen_ofi() ? "the peer sends over TCP sockets, this process over "
+                             "libfabric: set BRAID_TRANSPORT alike on every node"
+                                          : "the peer sends over libfabric, this process over TCP "
+                             "sockets: set BRAID_TRANSPORT alike on every node"), NULL;
   if (h.stream == 0 &&
       send(p->fd, l->raillist, l->raillist_len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)l->raillist_len)
     return listen_drop(l, i, "could not send the rail list"), NULL;
@@ -202,8 +213,9 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct listen_partial 
     rc->streams[s].rail_name = (r < c->nprimary ? l->device->rail[r] : l->device->backup)->name;
   }
   rc->conn_id = c->conn_id;
+  rc->ofi = listen_ofi();
   memcpy(rc->secret, l->secret, sizeof rc->secret);
-  if (c->nstreams > 1) { /* the listening sockets stay, for streams that rejoin */
+  if (c->nstreams > 1 && !rc->ofi) { /* the listening sockets stay, for streams that rejoin */
     for (int r = 0; r < l->nfd; r++) rc->listen_fd[r] = l->fd[r], l->fd[r] = -1;
     rc->nlisten = l->nfd;
   }

@@ -19,6 +19,7 @@
 #include "nccl_plugin/net.h"
 #include "param.h"
 #include "setup.h"
+#include "transport.h"
 
 const char braid_plugin_name[] = "braid";
 
@@ -52,6 +53,8 @@ static ncclResult_t net_discover(void) {
     BRAID_WARN("invalid configuration: BRAID_STRIPING=\"%s\" (use adaptive or equal)", striping);
     return ncclInvalidArgument;
   }
+  enum braid_transport t;
+  if ((rc = braid_transport_get(&t))) return rc;
   pthread_mutex_lock(&net_lock);
   if (net_ndevs < 0) {
     int n = braid_ifaces_select(braid_param_str(BRAID_P_SOCKET_IFNAME),
@@ -90,8 +93,8 @@ ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
                               braid_sockaddr_str((struct sockaddr *)&net_devs[i].rail[0]->addr, a, sizeof a),
                               net_devs[i].nrails > 1 ? ", ..." : "");
     }
-    BRAID_INFO(NCCL_INIT | NCCL_NET, "braid %s loaded through %s; TCP transport, %d streams per rail; devices: %s",
-               BRAID_VERSION, abi, (int)braid_param_int(BRAID_P_NSTREAMS), list);
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "braid %s loaded through %s; %s transport, %d streams per rail; devices: %s",
+               BRAID_VERSION, abi, braid_transport_name(), (int)braid_param_int(BRAID_P_NSTREAMS), list);
   }
   if (ctx) {
     struct braid_ctx *c = calloc(1, sizeof *c);

@@ -16,10 +16,12 @@
 
 #include "comm.h"
 #include "log.h"
+#include "ofi.h"
 #include "rejoin.h"
 
 #define RX_DIRECT_MIN 1024   /* payload remainders at least this big are read straight in */
 #define RX_SINK_BYTES 65536
+#define RX_CANCEL_WAIT_NS 100000000ull /* ofi: how long a cancelled receive may take to settle */
 
 static struct braid_rxmsg *rx_msg(struct braid_comm *c, uint64_t seq) {
   return &c->msgs[seq & (BRAID_MSG_WINDOW - 1)];
@@ -92,7 +94,24 @@ static int rx_range_add(struct braid_rxmsg *m, uint64_t off, uint64_t len) {
 
 /* A message has all its bytes: into its slot (copying a buffered one), or kept for irecv.  Other
  * streams still reading a copy of one of its chunks finish into the sink. */
+/* ofi: whether a stream still has a payload receive posted into m (a copy of a chunk m already
+ * holds, still in flight on its first rail); such receives are cancelled.  m must not complete
+ * before they settle: NCCL could reuse the buffer (or a buffered message's copy be freed) under a
+ * late write. */
+static bool rx_ofi_fence(struct braid_comm *c, struct braid_rxmsg *m) {
+  bool busy = false;
+  for (int i = 0; i < c->nstreams; i++) {
+    struct braid_stream *s = &c->streams[i];
+    if (!s->ofi || !s->in_frame || !s->ofi_posted || s->frame_msg != m) continue;
+    if (!s->ofi_cancelled) braid_ofi_cancel(s->ofi, s), s->ofi_cancel_ns = braid_now_ns();
+    s->ofi_cancelled = true;
+    busy = true;
+  }
+  return busy;
+}
+
 static void rx_msg_complete(struct braid_comm *c, struct braid_rxmsg *m) {
+  if (c->ofi && rx_ofi_fence(c, m)) return; /* completes when the last one settles */
   for (int s = 0; s < c->nstreams; s++)
     if (c->streams[s].in_frame && c->streams[s].frame_msg == m) {
       c->streams[s].frame_discard = true;
@@ -244,7 +263,7 @@ static void rx_end(struct braid_comm *c, struct braid_stream *s) {
   struct braid_rxmsg *m = s->frame_msg;
   s->in_frame = false;
   s->frames_recvd++;
-  if (s->frame.size > BRAID_COPY_MAX) s->ack_urgent = true;
+  if (s->frame.size > BRAID_COPY_MAX || c->ofi) s->ack_urgent = true; /* the sender waits */
   if (s->frame_discard || !m) return;
   uint64_t fresh = s->frame.len;
   if (c->acks) {
@@ -274,6 +293,14 @@ static ssize_t rx_stream_broken(struct braid_comm *c, struct braid_stream *s, co
              "rails", (int)(s - c->streams), s->rail, c->peer, why);
   s->dead = true;
   s->in_frame = false;
+  if (s->ofi) {
+    /* Fenced: nothing it posted lands after this; a message it held back may now complete. */
+    braid_ofi_link_close(s);
+    struct braid_rxmsg *m = s->frame_msg;
+    s->frame_msg = NULL;
+    s->ofi_posted = false;
+    if (m && m->req && m->got == m->size) rx_msg_complete(c, m);
+  }
   return 0;
 }
 
@@ -338,9 +365,94 @@ static int rx_payload(struct braid_comm *c, struct braid_stream *s, bool read) {
   return 1;
 }
 
+/* ofi: the current frame's payload receive finished (d). */
+static void rx_ofi_settled(struct braid_comm *c, struct braid_stream *s, const struct braid_ofi_done *d) {
+  struct braid_rxmsg *m = s->frame_msg;
+  s->ofi_posted = false;
+  s->ofi_cancelled = false;
+  if (d->status == BRAID_OFI_CANCELED) {
+    /* Its message completed meanwhile: the payload, still to come, goes to the sink. */
+    s->frame_discard = true;
+    s->frame_msg = NULL;
+    s->frame_dest = NULL;
+  } else if (d->status == BRAID_OFI_TRUNCATED && !s->frame_discard) {
+    rx_stream_broken(c, s, "a payload longer than its frame header says");
+    return;
+  } else {
+    s->frame_left = 0;
+    rx_end(c, s);
+  }
+  if (m && m->req && m->got == m->size) rx_msg_complete(c, m); /* one a fence held back */
+}
+
+/* ofi: headers from the endpoint's queue, payloads received in place (ofi.h).  read: whether to
+ * drive the endpoint (read its completion queue), else only what has already arrived. */
+static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool read) {
+  char why[300];
+  int lk = braid_ofi_link_ready(c, s, braid_now_ns(), why, sizeof why);
+  if (lk <= 0) {
+    if (lk < 0) rx_stream_broken(c, s, why);
+    return;
+  }
+  if (s->ofi_cancelled && braid_now_ns() - s->ofi_cancel_ns > RX_CANCEL_WAIT_NS) {
+    /* Matched and stuck (a provider's rendezvous on a path that died): the fence closes it. */
+    rx_stream_broken(c, s, "a receive for data its message already holds could not be cancelled "
+                           "within 100 ms");
+    return;
+  }
+  if (read) {
+    struct braid_ofi_done d[4];
+    int n = braid_ofi_progress(s->ofi, d, 4);
+    if (n < 0) {
+      rx_stream_broken(c, s, braid_ofi_error(s->ofi));
+      return;
+    }
+    for (int i = 0; i < n && !s->dead && !c->err; i++) {
+      if (d[i].status == BRAID_OFI_FAILED || d[i].ctx != s || !s->in_frame || !s->ofi_posted) {
+        rx_stream_broken(c, s, "a payload receive failed");
+        return;
+      }
+      rx_ofi_settled(c, s, &d[i]);
+    }
+  }
+  while (!c->err && !s->dead) {
+    if (s->in_frame) {
+      if (s->frame_left == 0) {
+        rx_end(c, s);
+        continue;
+      }
+      if (s->ofi_posted) return; /* its payload is on the way */
+      char *dst = s->frame_discard ? c->sink : s->frame_dest;
+      size_t len = s->frame_discard && s->frame_left > RX_SINK_BYTES ? RX_SINK_BYTES : s->frame_left;
+      int rc = braid_ofi_recv_payload(s->ofi, dst, len, s->ofi_tag - 1, s);
+      if (rc == -EAGAIN) return;
+      if (rc) {
+        rx_stream_broken(c, s, braid_ofi_error(s->ofi));
+        return;
+      }
+      s->ofi_posted = true;
+      return;
+    }
+    const uint8_t *h = braid_ofi_hdr_peek(s->ofi);
+    if (!h) return;
+    struct braid_frame f;
+    if (braid_frame_decode(h, &f, why, sizeof why) != 0) {
+      braid_comm_fail(c, ncclRemoteError, "garbled frame from peer: %s", why);
+      return;
+    }
+    if (rx_begin(c, s, &f) <= 0) return;
+    braid_ofi_hdr_consume(s->ofi);
+    s->ofi_tag++; /* this frame's payload carries tag ofi_tag - 1 */
+  }
+}
+
 /* read: whether to call recv() (irecv only places what is already staged: the syscall would
  * delay the send NCCL posts next, and the following test() reads anyway). */
 static void rx_stream(struct braid_comm *c, struct braid_stream *s, bool read) {
+  if (s->ofi || (c->ofi && !s->dead)) {
+    if (s->ofi) rx_stream_ofi(c, s, read);
+    return;
+  }
   while (!c->err && !s->eof && !s->dead) {
     if (s->in_frame) {
       if (s->frame_left == 0) {
@@ -404,6 +516,20 @@ static void rx_send_acks(struct braid_comm *c) {
     struct braid_frame f = {.type = BRAID_FRAME_ACK, .seq = s->frames_recvd};
     uint8_t hdr[BRAID_FRAME_HDR_BYTES];
     braid_frame_encode(&f, hdr);
+    if (s->ofi) {
+      if (!s->ofi_linked) continue;
+      int rc = braid_ofi_send_hdr(s->ofi, hdr);
+      if (rc && rc != -EAGAIN) {
+        rx_stream_broken(c, s, braid_ofi_error(s->ofi));
+        continue;
+      }
+      if (rc == 0) {
+        s->frames_ack_sent = s->frames_recvd;
+        s->ack_urgent = false;
+        c->last_ack_ns = now;
+      }
+      continue;
+    }
     /* 40 bytes into a send buffer the receiver otherwise leaves empty: all or nothing. */
     if (send(s->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof hdr) {
       s->frames_ack_sent = s->frames_recvd;

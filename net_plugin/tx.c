@@ -20,6 +20,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "ofi.h"
 #include "param.h"
 #include "rejoin.h"
 #include "sched.h"
@@ -52,19 +53,69 @@ static void tx_encode(struct braid_txframe *f, uint64_t seq, uint64_t off, size_
   f->len = len;
 }
 
-/* A frame is fully in the socket. */
-static void tx_written(struct braid_comm *c, struct braid_txframe *f) {
+/* A frame of r (len payload bytes) is fully in the socket, or its ofi send completed. */
+static void tx_written_req(struct braid_comm *c, struct braid_req *r, size_t len) {
   if (c->acks) return; /* completion comes with the acknowledgement */
   if (c->stats[0]) {
-    atomic_fetch_add_explicit(&c->stats[0]->bytes, f->len, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->stats[0]->bytes, len, memory_order_relaxed);
     atomic_fetch_add_explicit(&c->stats[0]->chunks, 1, memory_order_relaxed);
   }
-  struct braid_req *r = f->req;
   if (--r->frames_out == 0 && r->all_queued) r->done = true;
+}
+
+static void tx_written(struct braid_comm *c, struct braid_txframe *f) {
+  tx_written_req(c, f->req, f->len);
+}
+
+/* ofi: frames posted as header + tagged payload (ofi.h); tx_done 1 marks a frame whose header
+ * went and whose payload waits for room.  Without acks a frame counts as written when its payload
+ * send completes (then NCCL may reuse the buffer).  0, or an errno after an endpoint error. */
+static int tx_write_ofi(struct braid_comm *c, struct braid_stream *s) {
+  if (!s->ofi_linked) return 0;
+  while (s->tx_count > 0) {
+    struct braid_txframe *f = &s->tx[s->tx_head];
+    if (!s->tx_done) {
+      int rc = braid_ofi_send_hdr(s->ofi, f->hdr);
+      if (rc == -EAGAIN) return 0;
+      if (rc) return EIO;
+      s->tx_done = 1;
+      s->frames_started++;
+    }
+    if (f->len) {
+      int rc = braid_ofi_send_payload(s->ofi, f->payload, f->len, s->ofi_tag,
+                                      c->acks ? NULL : f->req);
+      if (rc == -EAGAIN) return 0;
+      if (rc) return EIO;
+    } else {
+      tx_written(c, f);
+    }
+    s->ofi_tag++;
+    s->tx_done = 0;
+    s->tx_head = (s->tx_head + 1) % BRAID_SEND_BATCH;
+    s->tx_count--;
+  }
+  return 0;
+}
+
+/* ofi: reads s's completions (payload sends; acknowledgement headers stay queued for
+ * tx_read_acks).  0, or an errno after an endpoint error. */
+static int tx_reap_ofi(struct braid_comm *c, struct braid_stream *s) {
+  struct braid_ofi_done d[32];
+  int n;
+  do {
+    n = braid_ofi_progress(s->ofi, d, 32);
+    if (n < 0) return EIO;
+    for (int i = 0; i < n; i++) {
+      if (d[i].status != BRAID_OFI_OK) return EIO;
+      if (d[i].ctx) tx_written_req(c, d[i].ctx, d[i].len);
+    }
+  } while (n == 32);
+  return 0;
 }
 
 /* Writes as much of s's batch as the socket takes.  0, or an errno after a hard error. */
 static int tx_write(struct braid_comm *c, struct braid_stream *s) {
+  if (s->ofi) return tx_write_ofi(c, s);
   while (s->tx_count > 0) {
     struct iovec iov[2 * BRAID_SEND_BATCH];
     int niov = 0;
@@ -131,6 +182,14 @@ static bool tx_pull(struct braid_comm *c, struct braid_stream *s) {
 static ncclResult_t tx_progress_single(struct braid_comm *c) {
   struct braid_stream *s = &c->streams[0];
   if (c->metrics) braid_telemetry_tick(braid_now_ns());
+  if (c->ofi) {
+    char why[300];
+    int lk = braid_ofi_link_ready(c, s, braid_now_ns(), why, sizeof why);
+    if (lk < 0) return braid_comm_fail(c, ncclRemoteError, "%s", why);
+    if (lk == 0) return ncclSuccess;
+    if (tx_reap_ofi(c, s))
+      return braid_comm_fail(c, ncclRemoteError, "send failed: %s", braid_ofi_error(s->ofi));
+  }
   for (;;) {
     size_t queued = tx_batch_bytes(s);
     while (s->tx_count < BRAID_SEND_BATCH && queued < c->chunk && tx_pull(c, s))
@@ -195,7 +254,9 @@ ncclResult_t braid_tx_send(struct braid_comm *c, struct braid_req *r) {
     return braid_tx_progress(c);
   }
   char *copy = NULL;
-  if (r->size <= BRAID_COPY_MAX) {
+  /* Not over ofi: a provider moves data only while it is driven, and nothing drives a send
+   * connection whose sends have all completed. */
+  if (r->size <= BRAID_COPY_MAX && !c->ofi) {
     if (!(copy = malloc(r->size ? r->size : 1))) return ncclSystemError;
     if (r->size) memcpy(copy, r->data, r->size);
     r->copied = true;
@@ -262,7 +323,12 @@ static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
   for (int i = rail; i < c->nstreams; i += c->nrails) {
     struct braid_stream *s = &c->streams[i];
     int keep = 0;
-    if (s->tx_count && s->tx_done && !s->tx[s->tx_head].chunk) {
+    if (s->ofi) {
+      /* Fenced for good: nothing posted on it is sent after this, and it is never used again. */
+      braid_ofi_link_close(s);
+      s->dead = true;
+      s->tx_done = 0;
+    } else if (s->tx_count && s->tx_done && !s->tx[s->tx_head].chunk) {
       keep = 1; /* already finishing from its rescue copy */
     } else if (s->tx_count && s->tx_done) {
       struct braid_txframe *f = &s->tx[s->tx_head];
@@ -299,6 +365,7 @@ static void tx_stream_broken(struct braid_comm *c, struct braid_stream *s, const
  * whose application is merely slow (not posting receives: a straggler, a checkpoint) still has
  * its kernel acknowledge, or advertise a full window, and is never failed for it. */
 static bool tx_path_dead(struct braid_comm *c, int rail) {
+  if (c->ofi) return true; /* no kernel view of a provider's path: the stall verdict stands */
   for (int i = rail; i < c->nstreams; i += c->nrails) {
     struct tcp_info ti;
     socklen_t len = sizeof ti;
@@ -323,8 +390,29 @@ static void tx_check_suspects(struct braid_comm *c, uint64_t now) {
   }
 }
 
+static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s, uint64_t now);
+
+/* ofi: the link's state, completions, then the acknowledgement headers that arrived. */
+static ncclResult_t tx_read_acks_ofi(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
+  char why[300];
+  int lk = braid_ofi_link_ready(c, s, now, why, sizeof why);
+  if (lk == 0) return ncclSuccess;
+  if (lk < 0 || tx_reap_ofi(c, s)) {
+    tx_stream_broken(c, s, lk < 0 ? why : braid_ofi_error(s->ofi), now);
+    return ncclSuccess;
+  }
+  const uint8_t *h;
+  while (!s->dead && (h = braid_ofi_hdr_peek(s->ofi))) {
+    memcpy(s->ack_stage, h, sizeof s->ack_stage);
+    braid_ofi_hdr_consume(s->ofi);
+    if (tx_ack(c, s, now)) return c->err;
+  }
+  return ncclSuccess;
+}
+
 /* Reads acknowledgements on s; returns 0 or an error. */
 static ncclResult_t tx_read_acks(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
+  if (s->ofi) return tx_read_acks_ofi(c, s, now);
   for (;;) {
     ssize_t n = recv(s->fd, s->ack_stage + s->ack_got, sizeof s->ack_stage - s->ack_got, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -335,27 +423,33 @@ static ncclResult_t tx_read_acks(struct braid_comm *c, struct braid_stream *s, u
     s->ack_got += (size_t)n;
     if (s->ack_got < sizeof s->ack_stage) continue;
     s->ack_got = 0;
-    struct braid_frame f;
-    char why[128];
-    if (braid_frame_decode(s->ack_stage, &f, why, sizeof why) != 0 || f.type != BRAID_FRAME_ACK ||
-        f.seq > s->frames_started || f.seq < s->frames_acked)
-      return braid_comm_fail(c, ncclRemoteError, "garbled acknowledgement on rail %d", s->rail);
-    uint64_t from = s->frames_acked > s->ignore_until ? s->frames_acked : s->ignore_until;
-    bool revived = f.seq > s->frames_acked && !s->dead &&
-                   c->sched->rail[s->rail].state == BRAID_RAIL_DOWN;
-    for (uint64_t k = from; k < f.seq; k++) {
-      struct braid_chunk *ck = fifo_pop(&s->unacked);
-      if (!ck) return braid_comm_fail(c, ncclInternalError, "acknowledgement without a chunk");
-      braid_sched_acked(c->sched, s->rail, ck->len, ck->sent_ns, now);
-      if (s->rail < 16 && c->stats[s->rail]) {
-        atomic_fetch_add_explicit(&c->stats[s->rail]->bytes, ck->len, memory_order_relaxed);
-        atomic_fetch_add_explicit(&c->stats[s->rail]->chunks, 1, memory_order_relaxed);
-      }
-      ck_acked(c, ck);
-    }
-    s->frames_acked = f.seq;
-    if (revived) braid_sched_restored(c->sched, s->rail, now);
+    if (tx_ack(c, s, now)) return c->err;
   }
+}
+
+/* One acknowledgement, in s->ack_stage. */
+static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
+  struct braid_frame f;
+  char why[128];
+  if (braid_frame_decode(s->ack_stage, &f, why, sizeof why) != 0 || f.type != BRAID_FRAME_ACK ||
+      f.seq > s->frames_started || f.seq < s->frames_acked)
+    return braid_comm_fail(c, ncclRemoteError, "garbled acknowledgement on rail %d", s->rail);
+  uint64_t from = s->frames_acked > s->ignore_until ? s->frames_acked : s->ignore_until;
+  bool revived = f.seq > s->frames_acked && !s->dead &&
+                 c->sched->rail[s->rail].state == BRAID_RAIL_DOWN;
+  for (uint64_t k = from; k < f.seq; k++) {
+    struct braid_chunk *ck = fifo_pop(&s->unacked);
+    if (!ck) return braid_comm_fail(c, ncclInternalError, "acknowledgement without a chunk");
+    braid_sched_acked(c->sched, s->rail, ck->len, ck->sent_ns, now);
+    if (s->rail < 16 && c->stats[s->rail]) {
+      atomic_fetch_add_explicit(&c->stats[s->rail]->bytes, ck->len, memory_order_relaxed);
+      atomic_fetch_add_explicit(&c->stats[s->rail]->chunks, 1, memory_order_relaxed);
+    }
+    ck_acked(c, ck);
+  }
+  s->frames_acked = f.seq;
+  if (revived) braid_sched_restored(c->sched, s->rail, now);
+  return ncclSuccess;
 }
 
 /* Puts the head of the ready queue on rail; 1 when the rail has no stream with room. */
@@ -432,7 +526,7 @@ static ncclResult_t tx_schedule(struct braid_comm *c, uint64_t now) {
 
 static ncclResult_t tx_progress_rails(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
-  braid_rejoin_connect(c, now);
+  if (!c->ofi) braid_rejoin_connect(c, now);
   /* Acknowledgements are read every call while chunks wait for room, else every 20 us. */
   bool read_acks = c->requeue.head || now - c->last_ack_read_ns >= 20000;
   if (read_acks) c->last_ack_read_ns = now;

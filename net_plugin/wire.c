@@ -106,7 +106,7 @@ int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *
   h->nrails = get16(in + 10);
   h->nbackup = get16(in + 12);
   h->flags = get16(in + 14);
-  if (h->flags & ~BRAID_HELLO_REJOIN) return snprintf(err, errlen, "hello has unknown flags 0x%x", h->flags), -1;
+  if (h->flags & ~(BRAID_HELLO_REJOIN | BRAID_HELLO_OFI)) return snprintf(err, errlen, "hello has unknown flags 0x%x", h->flags), -1;
   if (h->nbackup > 1 || h->nbackup >= h->nrails)
     return snprintf(err, errlen, "hello names %u backup rails of %u", h->nbackup, h->nrails), -1;
   if (h->per_rail == 0 || h->per_rail > BRAID_MAX_STREAMS || h->nrails == 0 ||

@@ -47,6 +47,7 @@ struct braid_hello {
 };
 
 #define BRAID_HELLO_REJOIN 1
+#define BRAID_HELLO_OFI 2 /* the connector carries data over libfabric (BRAID_TRANSPORT) */
 
 void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYTES]);
 int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *h, char *err,

@@ -1,0 +1,84 @@
+/* libfabric rails: one RDM endpoint per stream, under the same frames, scheduler, acks and
+ * failover as the socket transport (tx.c, rx.c).
+ *
+ * libfabric is loaded at run time (libfabric.so.1): the plugin loads, and the socket transport
+ * runs, on machines without it.  Provider: FI_PROVIDER when set (libfabric applies it), else the
+ * best RDM provider found (hardware ones first: efa, cxi, verbs;ofi_rxm, psm3, opx; then
+ * tcp;ofi_rxm).  Each stream's endpoint is opened on the domain named like its rail's interface
+ * (tcp: the domain is the interface), else on domain rail % domains.
+ *
+ * On an endpoint, a frame is two messages: its 40-byte header as an untagged message (injected;
+ * send-after-send ordered, so headers arrive in frame order) and its payload as a tagged message
+ * whose tag is the frame's number on the stream.  The receiver reads the header from a ring of
+ * posted header buffers, decides where the payload goes (the posted buffer at the frame's offset,
+ * or a discard buffer for duplicates) and posts the tagged receive there: payloads land in place,
+ * no copy.  Acknowledgements are headers going the other way.
+ *
+ * Memory registration follows the provider's mode bits: with FI_MR_LOCAL (or for device memory)
+ * buffers are registered through a per-endpoint cache (bound to the endpoint under
+ * FI_MR_ENDPOINT), otherwise descriptors are NULL. */
+#ifndef BRAID_OFI_H
+#define BRAID_OFI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BRAID_OFI_NAME_MAX 256
+#define BRAID_OFI_HDR_BYTES 40
+
+struct braid_ofi_ep;
+
+/* Loads libfabric and picks the provider, once per process.  1 when usable (*hw: a hardware
+ * provider), 0 with the reason in why. */
+int braid_ofi_probe(int *hw, char *why, size_t whylen);
+/* The chosen provider's name and fabric, for logs ("" before a successful probe). */
+const char *braid_ofi_provider(void);
+/* The provider does FI_HMEM and libcuda.so.1 initialises (a GPU is here).  braid still reports
+ * host memory only (NCCL stages through it): registering CUDA buffers is not built yet. */
+int braid_ofi_hmem_cuda(void);
+
+/* An endpoint on rail's domain (named like the interface rail_name when one is).  NULL with the
+ * reason in err. */
+struct braid_ofi_ep *braid_ofi_ep_open(const char *rail_name, int rail, char *err, size_t errlen);
+/* The endpoint's address, to send to the peer; its length. */
+size_t braid_ofi_ep_name(const struct braid_ofi_ep *e, uint8_t *out, size_t cap);
+/* Inserts the peer's address; 0, or -1 with the reason in err. */
+int braid_ofi_ep_connect(struct braid_ofi_ep *e, const uint8_t *name, size_t len, char *err,
+                         size_t errlen);
+/* Closes the endpoint: nothing it had posted touches memory after this returns (the fence for a
+ * failed rail). */
+void braid_ofi_ep_close(struct braid_ofi_ep *e);
+/* Registers every buffer, even where the provider does not ask for it (tests the cache). */
+void braid_ofi_ep_force_registration(struct braid_ofi_ep *e);
+/* Registrations made and cache hits so far (tests). */
+void braid_ofi_ep_mr_counts(const struct braid_ofi_ep *e, uint64_t *regs, uint64_t *hits);
+
+/* Posting calls return 0, -EAGAIN (no room now: progress and retry), or -EIO after an error
+ * (braid_ofi_error says which; the endpoint is then unusable). */
+int braid_ofi_send_hdr(struct braid_ofi_ep *e, const uint8_t hdr[BRAID_OFI_HDR_BYTES]);
+int braid_ofi_send_payload(struct braid_ofi_ep *e, const void *buf, size_t len, uint64_t tag,
+                           void *ctx);
+int braid_ofi_recv_payload(struct braid_ofi_ep *e, void *buf, size_t len, uint64_t tag, void *ctx);
+/* Asks to cancel the posted payload receive with ctx; its completion still comes (cancelled, or
+ * done when it had already matched). */
+void braid_ofi_cancel(struct braid_ofi_ep *e, void *ctx);
+
+enum braid_ofi_status { BRAID_OFI_OK = 0, BRAID_OFI_CANCELED, BRAID_OFI_TRUNCATED, BRAID_OFI_FAILED };
+
+struct braid_ofi_done {
+  void *ctx;
+  size_t len;
+  enum braid_ofi_status status;
+};
+
+/* Drives the endpoint: reads its completion queue, queues arrived headers, returns up to max
+ * finished payload sends and receives.  -1 after an endpoint error (braid_ofi_error). */
+int braid_ofi_progress(struct braid_ofi_ep *e, struct braid_ofi_done *out, int max);
+/* The oldest arrived header not yet consumed, or NULL; braid_ofi_hdr_consume re-posts its buffer. */
+const uint8_t *braid_ofi_hdr_peek(struct braid_ofi_ep *e);
+void braid_ofi_hdr_consume(struct braid_ofi_ep *e);
+/* Payload operations posted and not yet reported by progress. */
+int braid_ofi_outstanding(const struct braid_ofi_ep *e);
+const char *braid_ofi_error(const struct braid_ofi_ep *e);
+
+#endif

@@ -1,0 +1,66 @@
+/* BRAID_TRANSPORT (see transport.h). */
+#include "transport.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "ofi.h"
+#include "param.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int decided; /* 0 not yet, 1 done, -1 failed */
+static enum braid_transport chosen;
+static char name[128] = "TCP sockets";
+
+static int decide(void) {
+  const char *want = braid_param_str(BRAID_P_TRANSPORT);
+  char why[300];
+  int hw = 0;
+  if (!strcmp(want, "socket")) {
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: TCP sockets (BRAID_TRANSPORT=socket)");
+    return 1;
+  }
+  if (!strcmp(want, "ofi")) {
+    if (!braid_ofi_probe(&hw, why, sizeof why)) {
+      BRAID_WARN("BRAID_TRANSPORT=ofi, but libfabric cannot be used: %s", why);
+      return -1;
+    }
+    chosen = BRAID_TRANSPORT_OFI;
+    snprintf(name, sizeof name, "libfabric %s", braid_ofi_provider());
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: libfabric, provider %s (BRAID_TRANSPORT=ofi)%s",
+               braid_ofi_provider(), braid_ofi_hmem_cuda() ? "; the provider could take CUDA memory, "
+               "but braid registers host memory only (NCCL stages through it)" : "");
+    return 1;
+  }
+  if (strcmp(want, "auto")) {
+    BRAID_WARN("invalid configuration: BRAID_TRANSPORT=\"%s\" (use auto, socket or ofi)", want);
+    return -1;
+  }
+  /* auto: a hardware RDM provider beats TCP sockets; libfabric's own tcp does not. */
+  if (!braid_ofi_probe(&hw, why, sizeof why)) {
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: TCP sockets (auto: %s)", why);
+  } else if (!hw) {
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: TCP sockets (auto: libfabric's best provider here "
+               "is %s, no faster than braid's own sockets; BRAID_TRANSPORT=ofi forces it)",
+               braid_ofi_provider());
+  } else {
+    chosen = BRAID_TRANSPORT_OFI;
+    snprintf(name, sizeof name, "libfabric %s", braid_ofi_provider());
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: libfabric, provider %s (auto: a hardware provider)",
+               braid_ofi_provider());
+  }
+  return 1;
+}
+
+ncclResult_t braid_transport_get(enum braid_transport *t) {
+  pthread_mutex_lock(&lock);
+  if (!decided) decided = decide();
+  int ok = decided > 0;
+  *t = chosen;
+  pthread_mutex_unlock(&lock);
+  return ok ? ncclSuccess : ncclInvalidArgument;
+}
+
+const char *braid_transport_name(void) { return name; }
