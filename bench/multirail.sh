@@ -49,49 +49,65 @@ for r in $(seq 1 "$rounds"); do
 done
 
 # Fault timeline: cut rail 1 at 3 s (restore 6 s), black-hole rail 1 at 9 s (restore 12 s),
-# degrade rail 2 to a tenth at 15 s (restore 18 s).
-metrics=$tmp/metrics.prom
-(
-  t0=$(date +%s.%N)
-  while [ ! -f "$tmp/done" ]; do
-    # the writer's own timestamp, so a sample that catches two rewrites (or none) is exact
-    [ -f "$metrics" ] && awk -v t0="$t0" '/^braid_metrics_time_seconds/ {t = $NF - t0}
-      /^braid_rail_bytes_total/ { match($0, /rail="[0-9]+"/)
-        print t, substr($0, RSTART + 6, RLENGTH - 7), $NF }' "$metrics"
-    sleep 0.05
-  done
-) | awk '!seen[$1 " " $2]++' >"$tmp/samples" &
-sampler=$!
-(
-  sleep 3; $NB --prefix $P cut 0 1 >/dev/null; sleep 3; $NB --prefix $P restore 0 1 >/dev/null
-  sleep 3; $NB --prefix $P blackhole 0 1 >/dev/null; sleep 3; $NB --prefix $P restore 0 1 >/dev/null
-  sleep 3; $NB --prefix $P shape 0 2 50mbit >/dev/null; sleep 3; $NB --prefix $P restore 0 2 >/dev/null
-) &
-faults=$!
-BRAID_METRICS_FILE=$metrics BRAID_METRICS_INTERVAL_MS=100 NCCL_DEBUG=WARN \
-  braid -w 0 --iters 75 -c 1 >/dev/null || true
-touch "$tmp/done"
-wait $faults $sampler 2>/dev/null || true
-grep -c "Out of bounds values : 0 OK" "$tmp/r0" >/dev/null && timeline_ok=yes || timeline_ok=no
-grep "NET/braid" "$tmp/r0" | sed 's/.*NET\/braid : //' >"$tmp/events"
-
-# Per-rail Mbit/s in 100 ms steps, from consecutive samples.
-awk '{ if (last[$2] != "") { dt = $1 - lt[$2]; if (dt > 0) printf "%.2f %s %.1f\n", $1, $2, ($3 - last[$2]) * 8 / dt / 1e6 }
-       last[$2] = $3; lt[$2] = $1 }' "$tmp/samples" >"$tmp/rates"
-awk '{ t = sprintf("%.1f", $1); sum[t] += $3; if (!(t in seen)) { seen[t] = 1; order[n++] = t } }
-     END { for (i = 0; i < n; i++) print order[i], sum[order[i]] }' "$tmp/rates" >"$tmp/total"
+# degrade rail 2 to a tenth at 15 s (restore 18 s).  Over ofi a failed rail stays down for the
+# connection's life (no rejoin), so the black hole gets a run of its own (at 3 s) there.
+# timeline NAME FAULTS: one long run with BRAID_METRICS_FILE sampled; per-100-ms totals into
+# $tmp/total-NAME, per-rail rates into $tmp/rates-NAME, events into $tmp/events-NAME.
+timeline() {
+  local name=$1 faults=$2 metrics=$tmp/metrics-$1.prom
+  rm -f "$tmp/done"
+  (
+    t0=$(date +%s.%N)
+    while [ ! -f "$tmp/done" ]; do
+      # the writer's own timestamp, so a sample that catches two rewrites (or none) is exact
+      [ -f "$metrics" ] && awk -v t0="$t0" '/^braid_metrics_time_seconds/ {t = $NF - t0}
+        /^braid_rail_bytes_total/ { match($0, /rail="[0-9]+"/)
+          print t, substr($0, RSTART + 6, RLENGTH - 7), $NF }' "$metrics"
+      sleep 0.05
+    done
+  ) | awk '!seen[$1 " " $2]++' >"$tmp/samples-$name" &
+  local sampler=$!
+  bash -c "$faults" &
+  local fpid=$!
+  BRAID_METRICS_FILE=$metrics BRAID_METRICS_INTERVAL_MS=100 NCCL_DEBUG=WARN \
+    braid -w 0 --iters 75 -c 1 >/dev/null || true
+  touch "$tmp/done"
+  wait $fpid $sampler 2>/dev/null || true
+  grep -q "Out of bounds values : 0 OK" "$tmp/r0" && echo yes >"$tmp/ok-$name" || echo no >"$tmp/ok-$name"
+  grep "NET/braid" "$tmp/r0" | sed 's/.*NET\/braid : //' >"$tmp/events-$name"
+  # Per-rail Mbit/s in 100 ms steps, from consecutive samples.
+  awk '{ if (last[$2] != "") { dt = $1 - lt[$2]; if (dt > 0) printf "%.2f %s %.1f\n", $1, $2, ($3 - last[$2]) * 8 / dt / 1e6 }
+         last[$2] = $3; lt[$2] = $1 }' "$tmp/samples-$name" >"$tmp/rates-$name"
+  awk '{ t = sprintf("%.1f", $1); sum[t] += $3; if (!(t in seen)) { seen[t] = 1; order[n++] = t } }
+       END { for (i = 0; i < n; i++) print order[i], sum[order[i]] }' "$tmp/rates-$name" >"$tmp/total-$name"
+}
+F="NB='$NB'; P='$P'"
+if [ "${BRAID_TRANSPORT:-}" = ofi ]; then
+  timeline main "$F; sleep 3; \$NB --prefix \$P cut 0 1 >/dev/null; sleep 3; \$NB --prefix \$P restore 0 1 >/dev/null
+    sleep 9; \$NB --prefix \$P shape 0 2 50mbit >/dev/null; sleep 3; \$NB --prefix \$P restore 0 2 >/dev/null"
+  timeline hole "$F; sleep 3; \$NB --prefix \$P blackhole 0 1 >/dev/null; sleep 3; \$NB --prefix \$P restore 0 1 >/dev/null"
+  hole_name=hole hole_at=3
+else
+  timeline main "$F; sleep 3; \$NB --prefix \$P cut 0 1 >/dev/null; sleep 3; \$NB --prefix \$P restore 0 1 >/dev/null
+    sleep 3; \$NB --prefix \$P blackhole 0 1 >/dev/null; sleep 3; \$NB --prefix \$P restore 0 1 >/dev/null
+    sleep 3; \$NB --prefix \$P shape 0 2 50mbit >/dev/null; sleep 3; \$NB --prefix \$P restore 0 2 >/dev/null"
+  hole_name=main hole_at=9
+fi
+timeline_ok=$(cat "$tmp/ok-main")
+[ "$hole_name" = main ] || timeline_ok="$timeline_ok, black-hole run: $(cat "$tmp/ok-$hole_name")"
+cp "$tmp/rates-main" "$tmp/rates"
 # Recovery: from the fault to the end of the last 100 ms step, within 2 s, whose total is below
 # 90% of three rails' iperf3 rate (0 when the survivors never dipped).
 three=$(echo "${vals[iperf]}" | awk '{s = 0; for (i = 1; i <= NF; i++) s += $i; print s / NF * 750}')
 recover() { awk -v f="$1" -v th="$(echo "$three * 0.9" | bc)" '
   $1 > f && $1 <= f + 2 && $2 < th { last = $1 }
-  END { printf "%.1f", (last ? last + 0.1 - f : 0) }' "$tmp/total"; }
+  END { printf "%.1f", (last ? last + 0.1 - f : 0) }' "$tmp/total-$2"; }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 m() { echo "${vals[$1]}" | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 {
-  echo "# braid multi-rail on the netbed, $(date -u +%Y-%m-%dT%H:%MZ): 2 hosts x 4 rails at $RATE (tbf), $(nproc) cores"
+  echo "# braid multi-rail on the netbed, $(date -u +%Y-%m-%dT%H:%MZ): 2 hosts x 4 rails at $RATE (tbf), $(nproc) cores, BRAID_TRANSPORT=${BRAID_TRANSPORT:-auto}${FI_PROVIDER:+ FI_PROVIDER=$FI_PROVIDER}"
   echo "# medians of $rounds interleaved rounds; Gbit/s; raw values in brackets"
   printf '%-48s %7s   %s\n' "4 x iperf3, one stream per rail" "$(m iperf)" "[${vals[iperf]}]"
   printf '%-48s %7s   %sx iperf3 (>= 0.95)  [%s]\n' "braid sendrecv --oneway 64M" "$(m braid)" "$(ratio "$(m braid)" "$(m iperf)")" "${vals[braid]}"
@@ -99,10 +115,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; 
   printf '%-48s %7s   %sx iperf3 (>= 0.90)  [%s]\n' "braid, rail 3 at 50mbit" "$(m braid_slow)" "$(ratio "$(m braid_slow)" "$(m iperf_slow)")" "${vals[braid_slow]}"
   printf '%-48s %7s   %sx iperf3  [%s]\n' "braid BRAID_STRIPING=equal, rail 3 at 50mbit" "$(m equal_slow)" "$(ratio "$(m equal_slow)" "$(m iperf_slow)")" "${vals[equal_slow]}"
   echo "# fault timeline (one run of 75 x 64 MiB, every iteration verified: $timeline_ok)"
-  printf '%-48s %7s s\n' "back to 90% of 3 rails after rail 1 cut (3 s)" "$(recover 3)"
-  printf '%-48s %7s s\n' "back to 90% of 3 rails after black hole (9 s)" "$(recover 9)"
+  printf '%-48s %7s s\n' "back to 90% of 3 rails after rail 1 cut (3 s)" "$(recover 3 main)"
+  printf '%-48s %7s s\n' "back to 90% of 3 rails after black hole ($hole_at s)" "$(recover $hole_at $hole_name)"
   echo "# rail events logged by the sender:"
-  sed 's/^/#   /' "$tmp/events" | head -20
+  { cat "$tmp/events-main"; [ "$hole_name" = main ] || cat "$tmp/events-$hole_name"; } | sed 's/^/#   /' | head -24
 } | tee "$out"
 # One row per sample time: t, then Mbit/s of rails 0..3.
 awk '{ t = $1; if (!(t in seen)) { seen[t] = 1; order[n++] = t } v[t, $2] = $3 }

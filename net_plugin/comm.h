@@ -238,6 +238,8 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c);
  * (the peer closed its socket, or no address in BRAID_TIMEOUT_MS): why says how. */
 int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
                          size_t whylen);
+/* Memory being released: the comm's endpoints drop their registrations of it. */
+void braid_ofi_link_forget(struct braid_comm *c, const void *addr, size_t len);
 /* Closes s's endpoint (the fence: nothing it posted lands after this). */
 void braid_ofi_link_close(struct braid_stream *s);
 

@@ -22,6 +22,7 @@
 #define LISTEN_PENDING 64 /* streams waiting for their hello */
 #define LISTEN_PARTIAL 8  /* connections with some streams still to come */
 #define LISTEN_JOIN_WAIT_NS 2000000000ull /* then a connection starts without its missing rails */
+#define LISTEN_JOIN_WAIT_OFI_NS 8000000000ull
 
 struct listen_pending {
   int fd;
@@ -248,7 +249,9 @@ ncclResult_t braid_setup_accept(void *listen_comm, void **recv_comm) {
   }
   for (int i = 0; i < l->npartial; i++) { /* stream 0 is there, other rails never came */
     struct listen_partial *c = &l->partial[i];
-    if (c->fds[0] >= 0 && now > c->first_ns + LISTEN_JOIN_WAIT_NS) return listen_finish(l, c, recv_comm);
+    /* Over ofi a stream that misses the start never joins: wait longer for it. */
+    uint64_t wait = listen_ofi() ? LISTEN_JOIN_WAIT_OFI_NS : LISTEN_JOIN_WAIT_NS;
+    if (c->fds[0] >= 0 && now > c->first_ns + wait) return listen_finish(l, c, recv_comm);
   }
   return ncclSuccess;
 }

@@ -230,7 +230,7 @@ ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, voi
   *mhandle = NULL;
   if (!net_comm(comm, 0, "regMr")) return ncclInvalidArgument;
   if (type != NCCL_PTR_HOST) {
-    BRAID_WARN("regMr of memory type %d: the TCP transport registers host memory only", type);
+    BRAID_WARN("regMr of memory type %d: braid registers host memory only (ptrSupport HOST)", type);
     return ncclInvalidArgument;
   }
   struct braid_mr *mr = malloc(sizeof *mr);
@@ -242,11 +242,13 @@ ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, voi
 
 ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
   struct braid_mr *mr = mhandle;
-  if (!net_comm(comm, 0, "deregMr")) return ncclInvalidArgument;
+  struct braid_comm *c = net_comm(comm, 0, "deregMr");
+  if (!c) return ncclInvalidArgument;
   if (!mr || mr->magic != MR_MAGIC) {
     BRAID_WARN("deregMr() of an invalid memory handle %p", mhandle);
     return ncclInvalidArgument;
   }
+  braid_ofi_link_forget(c, mr->addr, mr->size); /* the ofi endpoints' cached registrations */
   mr->magic = 0;
   free(mr);
   return ncclSuccess;

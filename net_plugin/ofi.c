@@ -210,8 +210,14 @@ struct mr_entry {
   size_t len;
   struct fid_mr *mr;
   int pinned; /* ops using it */
+  bool stale; /* its memory was released: never hit again, closed once unpinned */
   uint64_t used;
 };
+
+static void mr_close(struct mr_entry *m) {
+  if (m->mr) fi_close(&m->mr->fid);
+  *m = (struct mr_entry){0};
+}
 
 struct braid_ofi_ep {
   int d; /* domain index */
@@ -324,18 +330,13 @@ int braid_ofi_ep_connect(struct braid_ofi_ep *e, const uint8_t *name, size_t len
   return 0;
 }
 
-static void mr_drop_all(struct braid_ofi_ep *e) {
-  for (int i = 0; i < MR_SLOTS; i++)
-    if (e->mrc[i].mr) fi_close(&e->mrc[i].mr->fid), e->mrc[i].mr = NULL;
-}
-
 void braid_ofi_ep_close(struct braid_ofi_ep *e) {
   if (!e) return;
   /* The endpoint first: its posted operations are gone with it, then what they used. */
   if (e->ep) fi_close(&e->ep->fid);
   if (e->av) fi_close(&e->av->fid);
   if (e->cq) fi_close(&e->cq->fid);
-  mr_drop_all(e);
+  for (int i = 0; i < MR_SLOTS; i++) mr_close(&e->mrc[i]);
   if (e->hdr_mr) fi_close(&e->hdr_mr->fid);
   free(e);
 }
@@ -359,14 +360,14 @@ static int mr_get(struct braid_ofi_ep *e, const void *buf, size_t len, void **de
   int victim = -1;
   for (int i = 0; i < MR_SLOTS; i++) {
     struct mr_entry *m = &e->mrc[i];
-    if (m->mr && m->base <= a && a + len <= m->base + m->len) {
+    if (m->mr && !m->stale && m->base <= a && a + len <= m->base + m->len) {
       m->pinned++, m->used = ++e->mr_clock, e->mr_hits++;
       *desc = fi_mr_desc(m->mr), *slot = i;
       return 0;
     }
     if (!m->mr) {
       if (victim < 0 || e->mrc[victim].mr) victim = i;
-    } else if (!m->pinned && (victim < 0 || (e->mrc[victim].mr && m->used < e->mrc[victim].used))) {
+    } else if (!m->pinned && (victim < 0 || (e->mrc[victim].mr && (m->stale || m->used < e->mrc[victim].used)))) {
       victim = i;
     }
   }
@@ -395,8 +396,19 @@ static struct op *op_get(struct braid_ofi_ep *e) {
   return NULL;
 }
 
+
+void braid_ofi_ep_forget(struct braid_ofi_ep *e, const void *addr, size_t len) {
+  uintptr_t a = (uintptr_t)addr;
+  for (int i = 0; i < MR_SLOTS; i++) {
+    struct mr_entry *m = &e->mrc[i];
+    if (!m->mr || a + len <= m->base || m->base + m->len <= a) continue;
+    if (m->pinned) m->stale = true;
+    else mr_close(m);
+  }
+}
+
 static void op_put(struct braid_ofi_ep *e, struct op *o) {
-  if (o->mr >= 0) e->mrc[o->mr].pinned--;
+  if (o->mr >= 0 && --e->mrc[o->mr].pinned == 0 && e->mrc[o->mr].stale) mr_close(&e->mrc[o->mr]);
   o->kind = OP_FREE;
   e->nops--;
 }

@@ -50,6 +50,10 @@ int braid_ofi_ep_connect(struct braid_ofi_ep *e, const uint8_t *name, size_t len
 void braid_ofi_ep_close(struct braid_ofi_ep *e);
 /* Registers every buffer, even where the provider does not ask for it (tests the cache). */
 void braid_ofi_ep_force_registration(struct braid_ofi_ep *e);
+/* The memory [addr, addr+len) is being released (NCCL's deregMr, a freed buffer): cached
+ * registrations overlapping it are dropped (once no operation uses them), so a later buffer at
+ * the same address is registered afresh. */
+void braid_ofi_ep_forget(struct braid_ofi_ep *e, const void *addr, size_t len);
 /* Registrations made and cache hits so far (tests). */
 void braid_ofi_ep_mr_counts(const struct braid_ofi_ep *e, uint64_t *regs, uint64_t *hits);
 

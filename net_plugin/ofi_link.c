@@ -15,6 +15,7 @@
 
 ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
+  int alive = 0;
   for (int i = 0; i < c->nstreams; i++) {
     struct braid_stream *s = &c->streams[i];
     if (s->fd < 0) continue;
@@ -33,15 +34,22 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
       return ncclSystemError;
     }
     buf[0] = (uint8_t)(n & 0xff), buf[1] = (uint8_t)(n >> 8);
-    /* A few hundred bytes into a fresh socket's empty buffer: all or nothing. */
+    /* A few hundred bytes into a fresh socket's empty buffer: all or nothing.  A stream the
+     * peer already gave up on (it started without it) is dead for this connection: there is
+     * no rejoin over ofi; the other streams carry. */
     if (send(s->fd, buf, n + 2, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)(n + 2)) {
-      BRAID_WARN("connection with %s: stream %d: sending the endpoint address failed: %s", c->peer,
-                 i, strerror(errno));
-      return ncclRemoteError;
+      BRAID_WARN("connection with %s: stream %d (rail %d): sending the endpoint address failed: "
+                 "%s%s", c->peer, i, s->rail, strerror(errno),
+                 c->nstreams > 1 ? "; the connection goes on without it" : "");
+      if (c->nstreams == 1) return ncclRemoteError;
+      braid_ofi_link_close(s);
+      s->dead = true;
+      continue;
     }
     s->ofi_check_ns = now;
+    alive++;
   }
-  return ncclSuccess;
+  return alive ? ncclSuccess : ncclRemoteError;
 }
 
 /* Reads what the socket has of the peer's address; 1 complete, 0 not yet, -1 broken. */
@@ -90,6 +98,11 @@ int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t 
   s->ofi_linked = true;
   s->ofi_check_ns = now;
   return 1;
+}
+
+void braid_ofi_link_forget(struct braid_comm *c, const void *addr, size_t len) {
+  for (int i = 0; c->ofi && i < c->nstreams; i++)
+    if (c->streams[i].ofi) braid_ofi_ep_forget(c->streams[i].ofi, addr, len);
 }
 
 void braid_ofi_link_close(struct braid_stream *s) {

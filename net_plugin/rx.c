@@ -125,6 +125,7 @@ static void rx_msg_complete(struct braid_comm *c, struct braid_rxmsg *m) {
   }
   r->slot[m->slot].done = true;
   if (++r->ndone == r->n) r->done = true;
+  if (m->own) braid_ofi_link_forget(c, m->own, m->size ? m->size : 1);
   rx_msg_release(m);
 }
 

@@ -43,6 +43,9 @@ suite tune-tool env BUILD=build tools/tune/test/smoke.sh
 suite tune-tool-sanitized env BUILD=build/san tools/tune/test/smoke.sh
 suite netbed ./test/integration/netbed_test.sh build
 suite netbed-sanitized ./test/integration/netbed_test.sh build/san
+suite ofi ./test/integration/ofi_test.sh build
+suite ofi-sanitized ./test/integration/ofi_test.sh build/san
+suite netbed-ofi env NETBED_TRANSPORT=ofi ./test/integration/netbed_test.sh build
 suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 
 echo

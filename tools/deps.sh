@@ -4,9 +4,9 @@
 #   deps.sh test    plus what `make test` uses (GoogleTest, clang's libFuzzer, iproute2)
 set -euo pipefail
 what=${1:-build}
-pkgs=(gcc g++ make libsodium-dev libhwloc-dev libcairo2-dev pkgconf)
+pkgs=(gcc g++ make libsodium-dev libhwloc-dev libcairo2-dev pkgconf libfabric-dev)
 if [ "$what" = test ]; then pkgs+=(libgtest-dev clang libclang-rt-dev iproute2 nftables procps); fi
-if [ "$what" = bench ]; then pkgs+=(iproute2 nftables iperf3 bc gnuplot-nox); fi
+if [ "$what" = bench ]; then pkgs+=(iproute2 nftables iperf3 bc gnuplot-nox libfabric-bin); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -126,6 +126,15 @@ TEST_F(Ofi, FramesArriveAsHeaderThenTaggedPayloadInPlace) {
   braid_ofi_ep_mr_counts(a_, &regs2, &hits2);
   EXPECT_EQ(regs, regs2);
   EXPECT_GE(hits2, hits + 3);
+  // Released memory (NCCL's deregMr, a freed buffer) is registered afresh next time.
+  braid_ofi_ep_forget(a_, src.data(), src.size());
+  ASSERT_EQ(0, Post([&] { return braid_ofi_send_payload(a_, src.data(), kLen, 300, &ctx[0]); }));
+  ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, dst.data(), kLen, 300, &ctx[0]); }));
+  ASSERT_TRUE(Drive([&] { return done_a_.size() == 4 && done_b_.size() == 7; }));
+  uint64_t regs3, hits3;
+  braid_ofi_ep_mr_counts(a_, &regs3, &hits3);
+  EXPECT_EQ(regs2 + 1, regs3);
+  EXPECT_EQ(hits2, hits3);
 }
 
 TEST_F(Ofi, CancelledReceiveReportsCancelledAndNeverLands) {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The ofi transport on loopback against libfabric's own fi_pingpong, same provider (tcp), same
+# size (64 MiB), interleaved repeats in one run:
+#   - fi_pingpong -p tcp -e rdm -S 64M: bytes per transfer / time per transfer;
+#   - braid-perf sendrecv --oneway 64 MiB over BRAID_TRANSPORT=ofi (one stream, and 2 streams
+#     striped with acknowledgements);
+#   - braid-perf sendrecv (both directions at once) over ofi;
+#   - the same --oneway over braid's socket transport, for context.
+# The multi-rail netbed figures over ofi: BRAID_TRANSPORT=ofi FI_PROVIDER=tcp bench/multirail.sh.
+# Usage: [REPEATS=5] bench/ofi.sh   Writes bench/results/ofi-<date>.txt.  Needs fi_pingpong
+# (apt-get install libfabric-bin).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPEATS=${REPEATS:-5}
+command -v fi_pingpong >/dev/null || { echo "ofi bench: fi_pingpong missing: apt-get install libfabric-bin"; exit 1; }
+mkdir -p bench/results
+out=bench/results/ofi-$(date +%Y%m%d-%H%M%S).txt
+PERF=$(realpath build/braid-perf)
+PLUGIN=$(realpath build/libnccl-net-braid.so)
+export NCCL_SOCKET_IFNAME=lo FI_PROVIDER=tcp
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+SIZE=$((64 << 20))
+
+# fi_pingpong: MB/s (10^6 bytes) of its 64 MiB transfers, as GB/s.
+pingpong() {
+  local port=$((30000 + RANDOM % 20000))
+  fi_pingpong -p tcp -e rdm -I 20 -S $SIZE -B $port >"$tmp/srv" 2>&1 &
+  local srv=$!
+  sleep 0.3
+  fi_pingpong -p tcp -e rdm -I 20 -S $SIZE -P $port 127.0.0.1 >"$tmp/cli" 2>&1 || true
+  wait $srv || true
+  awk '$1 == "64m" {printf "%.3f", $6 / 1000}' "$tmp/cli"
+}
+# perf ARGS...: GB/s (algbw) of the 64 MiB row.
+perf() {
+  "$PERF" "$@" -n 2 -b 64M -e 64M -w 2 -i 10 --plugin "$PLUGIN" --timeout 60 >"$tmp/p" 2>&1 || { tail "$tmp/p" >&2; echo 0; return; }
+  awk '/^ +[0-9]/ {g = $6} END {printf "%.3f", g}' "$tmp/p"
+}
+
+declare -A vals
+add() { vals[$1]+="$2 "; }
+for r in $(seq 1 "$REPEATS"); do
+  echo "# repeat $r/$REPEATS" >&2
+  add pingpong "$(pingpong)"
+  add ofi "$(BRAID_TRANSPORT=ofi perf sendrecv --oneway)"
+  add ofi2 "$(BRAID_TRANSPORT=ofi BRAID_NSTREAMS=2 perf sendrecv --oneway)"
+  add ofi_bidir "$(BRAID_TRANSPORT=ofi perf sendrecv)"
+  add socket "$(BRAID_TRANSPORT=socket perf sendrecv --oneway)"
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+m() { echo "${vals[$1]}" | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
+{
+  echo "# braid ofi transport on loopback, $(date -u +%Y-%m-%dT%H:%MZ), libfabric $(fi_info --version 2>/dev/null | awk '/libfabric:/ {print $2}'), provider tcp, $(nproc) cores"
+  echo "# 64 MiB; medians of $REPEATS interleaved repeats; GB/s (10^9 bytes/s); raw values in brackets"
+  printf '%-52s %7s   [%s]\n' "fi_pingpong -p tcp -e rdm -S 64M" "$(m pingpong)" "${vals[pingpong]}"
+  printf '%-52s %7s   %sx fi_pingpong (>= 0.90)  [%s]\n' "braid-perf sendrecv --oneway, ofi" "$(m ofi)" "$(ratio "$(m ofi)" "$(m pingpong)")" "${vals[ofi]}"
+  printf '%-52s %7s   %sx fi_pingpong  [%s]\n' "braid-perf sendrecv --oneway, ofi, 2 streams" "$(m ofi2)" "$(ratio "$(m ofi2)" "$(m pingpong)")" "${vals[ofi2]}"
+  printf '%-52s %7s   %sx fi_pingpong  [%s]\n' "braid-perf sendrecv (both ways at once), ofi" "$(m ofi_bidir)" "$(ratio "$(m ofi_bidir)" "$(m pingpong)")" "${vals[ofi_bidir]}"
+  printf '%-52s %7s   %sx fi_pingpong  [%s]\n' "braid-perf sendrecv --oneway, socket transport" "$(m socket)" "$(ratio "$(m socket)" "$(m pingpong)")" "${vals[socket]}"
+} | tee "$out"
+echo "# written to $out"

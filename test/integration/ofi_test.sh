@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The ofi transport (libfabric, tcp provider) on loopback, through braid-perf (every result
+# verified): single and striped connections, ring and tree allreduce, and the set-up errors a
+# user can make (no such provider, a bad BRAID_TRANSPORT, ranks that disagree on the transport).
+#   test/integration/ofi_test.sh BUILD_DIR
+# Prints "ofi: N passed, N failed".  The multi-rail and rail-failure cases run on the netbed
+# (NETBED_TRANSPORT=ofi test/integration/netbed_test.sh).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=${1:-build}
+PERF=$B/braid-perf
+PLUGIN=$(realpath "$B/libnccl-net-braid.so")
+export NCCL_SOCKET_IFNAME=lo FI_PROVIDER=tcp NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+unset BRAID_TRANSPORT
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; tail -n 15 "$tmp/out" | sed 's/^/     /'; }
+
+# verified NAME GREP ARGS...: a braid-perf run that must pass and log GREP.
+verified() {
+  local name=$1 want=$2; shift 2
+  if timeout 120 "$PERF" "$@" --plugin "$PLUGIN" --timeout 30 >"$tmp/out" 2>&1 &&
+     grep -q "Out of bounds values : 0 OK" "$tmp/out" && grep -q -- "$want" "$tmp/out"; then
+    ok "$name"
+  else bad "$name"; fi
+}
+
+export BRAID_TRANSPORT=ofi
+verified "sendrecv over ofi (tcp provider), 0 B .. 16 MiB" "transport: libfabric, provider tcp" \
+  sendrecv -n 2 -b 0 -e 16M -f 8 -w 1 -i 3
+BRAID_NSTREAMS=2 verified "striped over 2 streams with acknowledgements" "2 streams" \
+  sendrecv -n 2 -b 0 -e 16M -f 8 -c 2 -w 1 -i 3
+verified "ring allreduce, 3 ranks" "libfabric" allreduce --algo ring -n 3 -b 0 -e 4M -f 8 -w 1 -i 3
+BRAID_NSTREAMS=3 verified "tree allreduce, 4 ranks, 3 streams" "libfabric" \
+  allreduce --algo tree -n 4 -b 4 -e 4M -f 9 -d int64 -o min -w 1 -i 3
+
+unset BRAID_TRANSPORT
+verified "auto keeps TCP sockets when libfabric's best is its own tcp" \
+  "transport: TCP sockets (auto: libfabric's best provider here is tcp" sendrecv -n 2 -b 1M -e 1M -w 1 -i 2
+
+# refused NAME GREP ENV...: the run must fail (not hang) and say GREP.
+refused() {
+  local name=$1 want=$2; shift 2
+  if env "$@" timeout 60 "$PERF" sendrecv -n 2 -b 1M -e 1M -w 1 -i 2 --plugin "$PLUGIN" --timeout 20 \
+       >"$tmp/out" 2>&1; then
+    bad "$name (the run passed)"
+  elif grep -q -- "$want" "$tmp/out"; then ok "$name"
+  else bad "$name (no \"$want\")"; fi
+}
+refused "BRAID_TRANSPORT=ofi with no such provider: init fails and says why" \
+  "BRAID_TRANSPORT=ofi, but libfabric cannot be used" BRAID_TRANSPORT=ofi FI_PROVIDER=nosuch
+refused "a bad BRAID_TRANSPORT is refused" "invalid configuration: BRAID_TRANSPORT" BRAID_TRANSPORT=rdma
+
+# Ranks that disagree: the listener drops the connection with the reason; nobody hangs.
+port=$((30000 + RANDOM % 20000))
+args=(sendrecv --oneway -b 1M -e 1M -w 1 -i 2 --timeout 20 --nranks 2 --rendezvous 127.0.0.1:$port
+      --plugin "$PLUGIN")
+BRAID_TRANSPORT=socket timeout 60 "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1 & p1=$!
+BRAID_TRANSPORT=ofi timeout 60 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 & p0=$!
+wait $p0; rc0=$?; wait $p1; rc1=$?
+cat "$tmp/r0" "$tmp/r1" >"$tmp/out"
+if [ $rc0 -ne 0 ] && [ $rc0 -ne 124 ] && [ $rc1 -ne 124 ] && grep -q "set BRAID_TRANSPORT alike" "$tmp/out"; then
+  ok "ranks on different transports: refused with the reason, no hang"
+else bad "ranks on different transports (exits $rc0 $rc1)"; fi
+
+echo "ofi: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
