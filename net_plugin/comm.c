@@ -22,6 +22,7 @@ uint64_t braid_now_ns(void) {
 struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstreams) {
   struct braid_comm *c = calloc(1, sizeof *c);
   if (!c) return NULL;
+  pthread_mutex_init(&c->ofi_lock, NULL);
   c->kind = (uint8_t)kind;
   c->dev = dev;
   c->nstreams = nstreams;
@@ -90,12 +91,13 @@ void braid_comm_free(struct braid_comm *c) {
   if (c->kind == BRAID_COMM_SEND) comm_summary(c);
   for (int r = 0; r < 16; r++) braid_telemetry_remove(c->stats[r]);
   braid_rejoin_free(c);
+  /* Endpoints first: nothing they posted may land in the buffers freed below. */
+  for (int i = 0; c->streams && i < c->nstreams; i++) braid_ofi_link_close(c, &c->streams[i]);
   braid_tx_free(c);
   braid_rx_free(c);
-  for (int i = 0; c->streams && i < c->nstreams; i++) {
-    braid_ofi_link_close(&c->streams[i]);
+  for (int i = 0; c->streams && i < c->nstreams; i++)
     if (c->streams[i].fd >= 0) close(c->streams[i].fd);
-  }
+  pthread_mutex_destroy(&c->ofi_lock);
   free(c->streams);
   free(c->reqs);
   free(c->free_reqs);

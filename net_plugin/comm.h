@@ -2,6 +2,7 @@
 #ifndef BRAID_COMM_H
 #define BRAID_COMM_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -160,6 +161,7 @@ struct braid_comm {
   int nstreams;
   bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
   bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_link.c) */
+  pthread_mutex_t ofi_lock; /* streams' endpoint pointers: closing vs deregMr's forget */
   struct braid_stream *streams;
   struct braid_req *reqs;
   int nreqs;
@@ -240,8 +242,9 @@ int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t 
                          size_t whylen);
 /* Memory being released: the comm's endpoints drop their registrations of it. */
 void braid_ofi_link_forget(struct braid_comm *c, const void *addr, size_t len);
-/* Closes s's endpoint (the fence: nothing it posted lands after this). */
-void braid_ofi_link_close(struct braid_stream *s);
+/* Closes s's endpoint (the fence: nothing it posted lands after this) and shuts its socket
+ * down, so the peer sees the stream gone too. */
+void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s);
 
 /* Data path entry points (xfer.c). */
 ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag,

@@ -35,6 +35,7 @@ struct braid_connect {
   const struct braid_device *device;
   int dev, per_rail, nrails, nprimary, nstreams; /* known once the rail list arrived */
   struct braid_handle peer;
+  bool ofi; /* this connection's data goes over libfabric */
   struct braid_raillist rails;
   uint8_t list[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];
   size_t list_got;
@@ -116,6 +117,20 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
                (unsigned long long)fp, (unsigned long long)h.tuner_fp);
     return ncclInvalidUsage;
   }
+  /* The transport of this connection: the same on both ends.  Where they differ, TCP sockets,
+   * unless a side was told BRAID_TRANSPORT=ofi. */
+  enum braid_transport t;
+  bool mine = braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI;
+  bool theirs = (h.transport & BRAID_HANDLE_OFI) != 0;
+  if (mine != theirs && ((mine && braid_transport_forced()) ||
+                         (theirs && (h.transport & BRAID_HANDLE_FORCED)))) {
+    char peer[64];
+    BRAID_WARN("connect on device %d to %s: %s uses libfabric (BRAID_TRANSPORT=ofi), %s TCP "
+               "sockets: set BRAID_TRANSPORT alike on every node", dev,
+               braid_sockaddr_str((struct sockaddr *)&h.addr, peer, sizeof peer),
+               mine ? "this rank" : "the peer", mine ? "the peer" : "this rank");
+    return ncclInvalidUsage;
+  }
   if (h.addr.ss_family != device->rail[0]->addr.ss_family) {
     BRAID_WARN("connect on device %d (%s): the peer's address family differs from the device's",
                dev, device->name);
@@ -127,6 +142,7 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
   k->device = device;
   k->dev = dev;
   k->peer = h;
+  k->ofi = mine && theirs;
   k->per_rail = (int)braid_param_int(BRAID_P_NSTREAMS);
   k->nstreams = 1; /* stream 0 until the rail list says more */
   braid_sockaddr_str((struct sockaddr *)&h.addr, k->peer_str, sizeof k->peer_str);
@@ -160,8 +176,7 @@ static ncclResult_t connect_send_hello(struct braid_connect *k, int s) {
                               .per_rail = (uint16_t)k->per_rail,
                               .nrails = (uint16_t)(k->device->nrails + (k->device->backup != NULL)),
                               .nbackup = (uint16_t)(k->device->backup != NULL)};
-  enum braid_transport t;
-  if (braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI) hello.flags |= BRAID_HELLO_OFI;
+  if (k->ofi) hello.flags |= BRAID_HELLO_OFI;
   memcpy(hello.secret, k->peer.secret, sizeof hello.secret);
   uint8_t buf[BRAID_HELLO_BYTES];
   braid_hello_encode(&hello, buf);
@@ -270,8 +285,7 @@ static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
   c->nrails = k->nrails;
   c->nprimary = k->nprimary;
   c->conn_id = k->conn_id;
-  enum braid_transport t;
-  c->ofi = braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI;
+  c->ofi = k->ofi;
   memcpy(c->secret, k->peer.secret, sizeof c->secret);
   for (int r = 0; r < k->nrails; r++) {
     c->rail_ifc[r] = connect_local(k, r == 0 ? 0 : r);

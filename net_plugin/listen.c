@@ -34,6 +34,7 @@ struct listen_pending {
 
 struct listen_partial {
   uint64_t conn_id;
+  bool ofi; /* the connector chose ofi for this connection (its hello says) */
   int nstreams, count, nrails, nprimary;
   uint64_t first_ns;
   int fds[BRAID_MAX_STREAMS * BRAID_MAX_RAILS];
@@ -70,6 +71,11 @@ static void listen_free(struct braid_listen *l) {
   free(l);
 }
 
+static bool listen_ofi(void) {
+  enum braid_transport t;
+  return braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI;
+}
+
 ncclResult_t braid_setup_listen(const struct braid_device *device, int dev, void *handle,
                                 void **listen_comm) {
   *listen_comm = NULL;
@@ -99,6 +105,8 @@ ncclResult_t braid_setup_listen(const struct braid_device *device, int dev, void
   memcpy(h.secret, l->secret, sizeof h.secret);
   braid_random(&h.listen_id, sizeof h.listen_id);
   h.tuner_fp = braid_tuner_fingerprint();
+  h.transport = (uint8_t)((listen_ofi() ? BRAID_HANDLE_OFI : 0) |
+                          (braid_transport_forced() ? BRAID_HANDLE_FORCED : 0));
   braid_handle_encode(&h, handle);
   char a[64];
   BRAID_INFO(NCCL_NET, "listening on %s and %d more rails (device %d, %s)",
@@ -161,11 +169,6 @@ static struct listen_partial *listen_file(struct braid_listen *l, struct listen_
   return c;
 }
 
-static bool listen_ofi(void) {
-  enum braid_transport t;
-  return braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI;
-}
-
 /* Reads pending i's hello; returns its connection when the stream was filed, NULL otherwise
  * (still incomplete, or dropped: then i is gone and *dropped is set). */
 static struct listen_partial *listen_hello(struct braid_listen *l, int i, uint64_t now,
@@ -186,16 +189,24 @@ static struct listen_partial *listen_hello(struct braid_listen *l, int i, uint64
   if (braid_hello_decode(p->hello, &h, why, sizeof why) != 0) return listen_drop(l, i, why), NULL;
   if (!braid_secret_equal(h.secret, l->secret))
     return listen_drop(l, i, "wrong secret (a stray or misdirected connection)"), NULL;
-  if (!(h.flags & BRAID_HELLO_REJOIN) && !(h.flags & BRAID_HELLO_OFI) != !listen_ofi())
-    return listen_drop(l, i, listen_ofi() ? "the peer sends over TCP sockets, this process over "
-                             "libfabric: set BRAID_TRANSPORT alike on every node"
-                                          : "the peer sends over libfabric, this process over TCP "
-                             "sockets: set BRAID_TRANSPORT alike on every node"), NULL;
+  /* The connector chose the transport from ours (in the handle) and its own. */
+  bool ofi = (h.flags & BRAID_HELLO_OFI) != 0;
+  if (ofi && !listen_ofi())
+    return listen_drop(l, i, "the peer sends over libfabric, this process uses TCP sockets: set "
+                             "BRAID_TRANSPORT alike on every node"), NULL;
+  if (!ofi && listen_ofi() && braid_transport_forced())
+    return listen_drop(l, i, "the peer sends over TCP sockets, this process was told "
+                             "BRAID_TRANSPORT=ofi: set BRAID_TRANSPORT alike on every node"), NULL;
   if (h.stream == 0 &&
       send(p->fd, l->raillist, l->raillist_len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)l->raillist_len)
     return listen_drop(l, i, "could not send the rail list"), NULL;
   struct listen_partial *c = listen_file(l, p, &h);
   if (!c) return listen_drop(l, i, "inconsistent stream numbering"), NULL;
+  if (c->count == 1) c->ofi = ofi;
+  else if (c->ofi != ofi) {
+    c->fds[h.stream] = -1, c->count--; /* not filed after all: the drop closes it */
+    return listen_drop(l, i, "streams of one connection on two transports"), NULL;
+  }
   l->pending[i] = l->pending[--l->npending];
   return c;
 }
@@ -214,9 +225,9 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct listen_partial 
     rc->streams[s].rail_name = (r < c->nprimary ? l->device->rail[r] : l->device->backup)->name;
   }
   rc->conn_id = c->conn_id;
-  rc->ofi = listen_ofi();
+  rc->ofi = c->ofi;
   memcpy(rc->secret, l->secret, sizeof rc->secret);
-  if (c->nstreams > 1 && !rc->ofi) { /* the listening sockets stay, for streams that rejoin */
+  if (c->nstreams > 1 && !c->ofi) { /* the listening sockets stay, for streams that rejoin */
     for (int r = 0; r < l->nfd; r++) rc->listen_fd[r] = l->fd[r], l->fd[r] = -1;
     rc->nlisten = l->nfd;
   }
@@ -250,7 +261,7 @@ ncclResult_t braid_setup_accept(void *listen_comm, void **recv_comm) {
   for (int i = 0; i < l->npartial; i++) { /* stream 0 is there, other rails never came */
     struct listen_partial *c = &l->partial[i];
     /* Over ofi a stream that misses the start never joins: wait longer for it. */
-    uint64_t wait = listen_ofi() ? LISTEN_JOIN_WAIT_OFI_NS : LISTEN_JOIN_WAIT_NS;
+    uint64_t wait = c->ofi ? LISTEN_JOIN_WAIT_OFI_NS : LISTEN_JOIN_WAIT_NS;
     if (c->fds[0] >= 0 && now > c->first_ns + wait) return listen_finish(l, c, recv_comm);
   }
   return ncclSuccess;

@@ -220,6 +220,7 @@ static void mr_close(struct mr_entry *m) {
 }
 
 struct braid_ofi_ep {
+  pthread_mutex_t lock; /* the registration cache and op slots: forget may come from another thread */
   int d; /* domain index */
   struct fi_info *info;
   struct fid_ep *ep;
@@ -275,6 +276,7 @@ struct braid_ofi_ep *braid_ofi_ep_open(const char *rail_name, int rail, char *er
   if (d < 0) return NULL;
   struct braid_ofi_ep *e = calloc(1, sizeof *e);
   if (!e) return snprintf(err, errlen, "out of memory"), NULL;
+  pthread_mutex_init(&e->lock, NULL);
   e->d = d;
   e->info = g.info[d];
   e->mr_local = (e->info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
@@ -319,7 +321,11 @@ size_t braid_ofi_ep_name(const struct braid_ofi_ep *e, uint8_t *out, size_t cap)
 
 int braid_ofi_ep_connect(struct braid_ofi_ep *e, const uint8_t *name, size_t len, char *err,
                          size_t errlen) {
-  (void)len;
+  size_t want = e->info->src_addrlen;
+  if (!len || (want && len != want)) {
+    snprintf(err, errlen, "the peer's %s address has %zu bytes, not %zu", g.prov, len, want);
+    return -1;
+  }
   int n = fi_av_insert(e->av, name, 1, &e->peer, 0, NULL);
   if (n != 1) {
     snprintf(err, errlen, "the peer's %s address does not insert (%s)", g.prov,
@@ -332,12 +338,26 @@ int braid_ofi_ep_connect(struct braid_ofi_ep *e, const uint8_t *name, size_t len
 
 void braid_ofi_ep_close(struct braid_ofi_ep *e) {
   if (!e) return;
-  /* The endpoint first: its posted operations are gone with it, then what they used. */
-  if (e->ep) fi_close(&e->ep->fid);
+  /* The endpoint first: its posted operations are gone with it, then what they used.  A
+   * provider that refuses (registrations still bound to it) gets them closed first; one that
+   * still refuses keeps its objects (leaked, with a WARN): freeing memory it may write to would
+   * be worse. */
+  int rc = e->ep ? fi_close(&e->ep->fid) : 0;
+  if (rc == -FI_EBUSY) {
+    for (int i = 0; i < MR_SLOTS; i++) mr_close(&e->mrc[i]);
+    if (e->hdr_mr) fi_close(&e->hdr_mr->fid), e->hdr_mr = NULL;
+    rc = fi_close(&e->ep->fid);
+  }
+  if (rc) {
+    BRAID_WARN("closing a %s endpoint failed (%s): its memory is kept, not freed", g.prov,
+               fi.strerror(-rc));
+    return;
+  }
   if (e->av) fi_close(&e->av->fid);
   if (e->cq) fi_close(&e->cq->fid);
   for (int i = 0; i < MR_SLOTS; i++) mr_close(&e->mrc[i]);
   if (e->hdr_mr) fi_close(&e->hdr_mr->fid);
+  pthread_mutex_destroy(&e->lock);
   free(e);
 }
 
@@ -399,12 +419,14 @@ static struct op *op_get(struct braid_ofi_ep *e) {
 
 void braid_ofi_ep_forget(struct braid_ofi_ep *e, const void *addr, size_t len) {
   uintptr_t a = (uintptr_t)addr;
+  pthread_mutex_lock(&e->lock);
   for (int i = 0; i < MR_SLOTS; i++) {
     struct mr_entry *m = &e->mrc[i];
     if (!m->mr || a + len <= m->base || m->base + m->len <= a) continue;
     if (m->pinned) m->stale = true;
     else mr_close(m);
   }
+  pthread_mutex_unlock(&e->lock);
 }
 
 static void op_put(struct braid_ofi_ep *e, struct op *o) {
@@ -415,9 +437,19 @@ static void op_put(struct braid_ofi_ep *e, struct op *o) {
 
 int braid_ofi_send_hdr(struct braid_ofi_ep *e, const uint8_t hdr[BRAID_OFI_HDR_BYTES]) {
   if (e->failed || !e->connected) return -EIO;
-  ssize_t rc = BRAID_OFI_HDR_BYTES <= e->inject_max
-                   ? fi_inject(e->ep, hdr, BRAID_OFI_HDR_BYTES, e->peer)
-                   : -FI_ENOSYS;
+  if (BRAID_OFI_HDR_BYTES > e->inject_max) {
+    snprintf(e->why, sizeof e->why, "the provider injects at most %zu bytes", e->inject_max);
+    e->failed = true;
+    return -EIO;
+  }
+  /* A header is tiny and often the last thing a call sends (an acknowledgement the peer waits
+   * for, after which nobody may drive this endpoint for a while): on "not now", drive the
+   * endpoint's progress (without reaping completions) and retry, for up to a millisecond. */
+  ssize_t rc = fi_inject(e->ep, hdr, BRAID_OFI_HDR_BYTES, e->peer);
+  for (int tries = 0; rc == -FI_EAGAIN && tries < 1000; tries++) {
+    (void)fi_cq_read(e->cq, NULL, 0);
+    rc = fi_inject(e->ep, hdr, BRAID_OFI_HDR_BYTES, e->peer);
+  }
   if (rc == 0) return 0;
   if (rc == -FI_EAGAIN) return -EAGAIN;
   ep_fail(e, "sending a frame header", (int)rc);
@@ -427,17 +459,22 @@ int braid_ofi_send_hdr(struct braid_ofi_ep *e, const uint8_t hdr[BRAID_OFI_HDR_B
 static int post_payload(struct braid_ofi_ep *e, bool send, void *buf, size_t len, uint64_t tag,
                         void *ctx) {
   if (e->failed || !e->connected) return -EIO;
+  pthread_mutex_lock(&e->lock);
   struct op *o = op_get(e);
-  if (!o) return -EAGAIN;
-  void *desc;
-  int slot, rc = mr_get(e, buf, len, &desc, &slot);
+  void *desc = NULL;
+  int slot = -1, rc = o ? mr_get(e, buf, len, &desc, &slot) : -EAGAIN;
+  if (!rc) {
+    *o = (struct op){.kind = send ? OP_SEND : OP_RECV, .ctx = ctx, .len = len, .mr = slot};
+    e->nops++;
+  }
+  pthread_mutex_unlock(&e->lock);
   if (rc) return rc;
-  *o = (struct op){.kind = send ? OP_SEND : OP_RECV, .ctx = ctx, .len = len, .mr = slot};
-  e->nops++;
   ssize_t r = send ? fi_tsend(e->ep, buf, len, desc, e->peer, tag, o)
                    : fi_trecv(e->ep, buf, len, desc, e->peer, tag, 0, o);
   if (r == 0) return 0;
+  pthread_mutex_lock(&e->lock);
   op_put(e, o);
+  pthread_mutex_unlock(&e->lock);
   if (r == -FI_EAGAIN) return -EAGAIN;
   ep_fail(e, send ? "sending a payload" : "posting a payload receive", (int)r);
   return -EIO;
@@ -484,7 +521,9 @@ static int complete(struct braid_ofi_ep *e, struct op *o, size_t len, enum braid
   }
   (void)max;
   out[(*n)++] = (struct braid_ofi_done){.ctx = o->ctx, .len = o->kind == OP_RECV ? len : o->len, .status = st};
+  pthread_mutex_lock(&e->lock);
   op_put(e, o);
+  pthread_mutex_unlock(&e->lock);
   return 0;
 }
 

@@ -42,7 +42,7 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
                  "%s%s", c->peer, i, s->rail, strerror(errno),
                  c->nstreams > 1 ? "; the connection goes on without it" : "");
       if (c->nstreams == 1) return ncclRemoteError;
-      braid_ofi_link_close(s);
+      braid_ofi_link_close(c, s);
       s->dead = true;
       continue;
     }
@@ -55,6 +55,10 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
 /* Reads what the socket has of the peer's address; 1 complete, 0 not yet, -1 broken. */
 static int link_read(struct braid_comm *c, struct braid_stream *s, char *why, size_t whylen) {
   size_t need = s->ofi_name_got < 2 ? 2 : 2 + (s->ofi_name[0] | (size_t)s->ofi_name[1] << 8);
+  if (s->ofi_name_got >= 2 && need == 2) {
+    snprintf(why, whylen, "the peer announced an empty endpoint address");
+    return -1;
+  }
   if (need > sizeof s->ofi_name) {
     snprintf(why, whylen, "the peer announced an endpoint address of %zu bytes (at most %d)",
              need - 2, BRAID_OFI_NAME_MAX);
@@ -100,13 +104,23 @@ int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t 
   return 1;
 }
 
+/* deregMr may come on another thread than the data path's (NCCL's proxy service thread): the
+ * endpoint pointers are read and cleared under the comm's lock, the caches under each
+ * endpoint's own. */
 void braid_ofi_link_forget(struct braid_comm *c, const void *addr, size_t len) {
-  for (int i = 0; c->ofi && i < c->nstreams; i++)
+  if (!c->ofi) return;
+  pthread_mutex_lock(&c->ofi_lock);
+  for (int i = 0; i < c->nstreams; i++)
     if (c->streams[i].ofi) braid_ofi_ep_forget(c->streams[i].ofi, addr, len);
+  pthread_mutex_unlock(&c->ofi_lock);
 }
 
-void braid_ofi_link_close(struct braid_stream *s) {
+void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s) {
+  if (!s->ofi) return;
+  pthread_mutex_lock(&c->ofi_lock);
   braid_ofi_ep_close(s->ofi);
   s->ofi = NULL;
+  pthread_mutex_unlock(&c->ofi_lock);
   s->ofi_linked = false;
+  if (s->fd >= 0) shutdown(s->fd, SHUT_RDWR);
 }

@@ -288,6 +288,7 @@ static ssize_t rx_stream_broken(struct braid_comm *c, struct braid_stream *s, co
   bool mid = s->in_frame || s->stage_len > s->stage_off;
   if (!c->acks) {
     braid_comm_fail(c, ncclRemoteError, "%s%s", why, mid ? " in the middle of a message" : "");
+    braid_ofi_link_close(c, s); /* no receive stays posted into NCCL's buffer */
     return -1;
   }
   BRAID_WARN("receive stream %d (rail %d) from %s: %s; the sender re-sends its data on the other "
@@ -296,7 +297,7 @@ static ssize_t rx_stream_broken(struct braid_comm *c, struct braid_stream *s, co
   s->in_frame = false;
   if (s->ofi) {
     /* Fenced: nothing it posted lands after this; a message it held back may now complete. */
-    braid_ofi_link_close(s);
+    braid_ofi_link_close(c, s);
     struct braid_rxmsg *m = s->frame_msg;
     s->frame_msg = NULL;
     s->ofi_posted = false;
@@ -395,13 +396,7 @@ static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool rea
     if (lk < 0) rx_stream_broken(c, s, why);
     return;
   }
-  if (s->ofi_cancelled && braid_now_ns() - s->ofi_cancel_ns > RX_CANCEL_WAIT_NS) {
-    /* Matched and stuck (a provider's rendezvous on a path that died): the fence closes it. */
-    rx_stream_broken(c, s, "a receive for data its message already holds could not be cancelled "
-                           "within 100 ms");
-    return;
-  }
-  if (read) {
+  if (read || s->ofi_cancelled) {
     struct braid_ofi_done d[4];
     int n = braid_ofi_progress(s->ofi, d, 4);
     if (n < 0) {
@@ -415,6 +410,12 @@ static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool rea
       }
       rx_ofi_settled(c, s, &d[i]);
     }
+  }
+  if (s->ofi_cancelled && braid_now_ns() - s->ofi_cancel_ns > RX_CANCEL_WAIT_NS) {
+    /* Matched and stuck (a provider's rendezvous on a path that died): the fence closes it. */
+    rx_stream_broken(c, s, "a receive for data its message already holds could not be cancelled "
+                           "within 100 ms");
+    return;
   }
   while (!c->err && !s->dead) {
     if (s->in_frame) {

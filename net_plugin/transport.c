@@ -64,3 +64,5 @@ ncclResult_t braid_transport_get(enum braid_transport *t) {
 }
 
 const char *braid_transport_name(void) { return name; }
+
+int braid_transport_forced(void) { return strcmp(braid_param_str(BRAID_P_TRANSPORT), "auto") != 0; }

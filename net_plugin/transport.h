@@ -12,5 +12,7 @@ enum braid_transport { BRAID_TRANSPORT_SOCKET = 0, BRAID_TRANSPORT_OFI = 1 };
 ncclResult_t braid_transport_get(enum braid_transport *t);
 /* The decision, for logs: "TCP sockets" or "libfabric <provider>". */
 const char *braid_transport_name(void);
+/* Whether BRAID_TRANSPORT named the transport (socket or ofi) rather than auto. */
+int braid_transport_forced(void);
 
 #endif

@@ -324,10 +324,19 @@ static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
     struct braid_stream *s = &c->streams[i];
     int keep = 0;
     if (s->ofi) {
-      /* Fenced for good: nothing posted on it is sent after this, and it is never used again. */
-      braid_ofi_link_close(s);
-      s->dead = true;
-      s->tx_done = 0;
+      /* A broken stream (a provider error, the peer gone) is fenced for good: nothing posted on
+       * it is sent after this.  A stalled one stays open (the peer may only be slow to post
+       * receives): it is revived when its acknowledgements flow again; the receiver drops
+       * whatever copies then arrive twice. */
+      if (s->dead) {
+        braid_ofi_link_close(c, s);
+        s->tx_done = 0;
+      } else if (s->tx_count && s->tx_done) {
+        /* Its header went: the payload must follow (the receiver waits for that tag), from the
+         * request's buffer, which stays valid until the chunk's re-sent copy is acknowledged. */
+        s->tx[s->tx_head].chunk = NULL;
+        keep = 1;
+      }
     } else if (s->tx_count && s->tx_done && !s->tx[s->tx_head].chunk) {
       keep = 1; /* already finishing from its rescue copy */
     } else if (s->tx_count && s->tx_done) {

@@ -42,6 +42,7 @@ void braid_handle_encode(const struct braid_handle *h, void *buf) {
   memcpy(p + 24, h->secret, BRAID_SECRET_BYTES);
   put64(p + 40, h->listen_id);
   put64(p + 48, h->tuner_fp);
+  p[56] = h->transport;
 }
 
 int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size_t errlen) {
@@ -79,6 +80,11 @@ int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size
   memcpy(h->secret, p + 24, BRAID_SECRET_BYTES);
   h->listen_id = get64(p + 40);
   h->tuner_fp = get64(p + 48);
+  h->transport = p[56];
+  if (h->transport & ~(BRAID_HANDLE_OFI | BRAID_HANDLE_FORCED)) {
+    snprintf(err, errlen, "handle has unknown transport bits 0x%x", h->transport);
+    return -1;
+  }
   return 0;
 }
 

@@ -24,7 +24,11 @@ struct braid_handle {
   uint8_t secret[BRAID_SECRET_BYTES];
   uint64_t listen_id; /* random, names the listener in logs */
   uint64_t tuner_fp;  /* the listener's tuner-inputs fingerprint (tuner_plugin/inputs.h) */
+  uint8_t transport;  /* the listener's: BRAID_HANDLE_OFI, BRAID_HANDLE_FORCED (BRAID_TRANSPORT set) */
 };
+
+#define BRAID_HANDLE_OFI 1
+#define BRAID_HANDLE_FORCED 2
 
 /* Writes h into buf (BRAID_HANDLE_BYTES), zeroing the stage area. */
 void braid_handle_encode(const struct braid_handle *h, void *buf);
