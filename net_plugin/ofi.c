@@ -45,7 +45,7 @@ static struct {
   int state; /* 0 not probed, 1 usable, -1 not */
   char why[256];
   char prov[96];
-  int hw, cuda;
+  int hw;
   int ndomains;
   struct fi_info *info[MAX_DOMAINS]; /* one per domain (duplicated entries) */
   struct fid_fabric *fabric[MAX_DOMAINS];
@@ -64,28 +64,18 @@ static int rank_of(const char *prov, int *hw) {
   return -1; /* shm (one node only), udp;ofi_rxd and unknown ones: not chosen unless FI_PROVIDER */
 }
 
-static struct fi_info *make_hints(uint64_t extra_caps) {
+static struct fi_info *make_hints(void) {
   struct fi_info *h = fi.dupinfo(NULL);
   if (!h) return NULL;
-  h->caps = FI_MSG | FI_TAGGED | extra_caps;
+  h->caps = FI_MSG | FI_TAGGED;
   h->mode = FI_CONTEXT | FI_CONTEXT2;
   h->ep_attr->type = FI_EP_RDM;
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-                            FI_MR_ENDPOINT | FI_MR_HMEM;
+                            FI_MR_ENDPOINT;
   h->domain_attr->threading = FI_THREAD_SAFE;
   h->tx_attr->msg_order = FI_ORDER_SAS;
   h->rx_attr->msg_order = FI_ORDER_SAS;
   return h;
-}
-
-/* libcuda.so.1 initialises (a GPU and its driver are present). */
-static int cuda_usable(void) {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) return 0;
-  int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
-  int ok = init && init(0) == 0;
-  dlclose(h);
-  return ok;
 }
 
 static int probe_locked(void) {
@@ -104,18 +94,13 @@ static int probe_locked(void) {
     snprintf(g.why, sizeof g.why, "libfabric.so.1 lacks fi_getinfo and friends");
     return -1;
   }
-  /* With CUDA memory where the provider can (FI_HMEM) and a GPU is here; else host only. */
-  int cuda = cuda_usable();
+  /* Host memory only (braid does not register GPU memory yet), so FI_HMEM is not asked for:
+   * a provider granting it may require every buffer registered (FI_MR_HMEM). */
   struct fi_info *list = NULL;
-  int rc = -FI_ENODATA;
-  for (int pass = cuda ? 0 : 1; pass < 2 && !list; pass++) {
-    struct fi_info *hints = make_hints(pass == 0 ? FI_HMEM : 0);
-    if (!hints) break;
-    rc = fi.getinfo(OFI_API, NULL, NULL, 0, hints, &list);
-    fi.freeinfo(hints);
-    if (rc) list = NULL;
-    else g.cuda = pass == 0;
-  }
+  struct fi_info *hints = make_hints();
+  int rc = hints ? fi.getinfo(OFI_API, NULL, NULL, 0, hints, &list) : -FI_ENOMEM;
+  if (hints) fi.freeinfo(hints);
+  if (rc) list = NULL;
   if (!list) {
     const char *p = getenv("FI_PROVIDER");
     snprintf(g.why, sizeof g.why, "no libfabric provider offers reliable datagram endpoints with "
@@ -166,7 +151,6 @@ int braid_ofi_probe(int *hw, char *why, size_t whylen) {
 
 const char *braid_ofi_provider(void) { return g.state > 0 ? g.prov : ""; }
 
-int braid_ofi_hmem_cuda(void) { return g.state > 0 && g.cuda; }
 
 /* The domain for a rail: named like its interface, else rail % ndomains; opened once. */
 static int domain_for(const char *rail_name, int rail, char *err, size_t errlen) {

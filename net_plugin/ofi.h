@@ -33,9 +33,6 @@ struct braid_ofi_ep;
 int braid_ofi_probe(int *hw, char *why, size_t whylen);
 /* The chosen provider's name and fabric, for logs ("" before a successful probe). */
 const char *braid_ofi_provider(void);
-/* The provider does FI_HMEM and libcuda.so.1 initialises (a GPU is here).  braid still reports
- * host memory only (NCCL stages through it): registering CUDA buffers is not built yet. */
-int braid_ofi_hmem_cuda(void);
 
 /* An endpoint on rail's domain (named like the interface rail_name when one is).  NULL with the
  * reason in err. */

@@ -29,9 +29,8 @@ static int decide(void) {
     }
     chosen = BRAID_TRANSPORT_OFI;
     snprintf(name, sizeof name, "libfabric %s", braid_ofi_provider());
-    BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: libfabric, provider %s (BRAID_TRANSPORT=ofi)%s",
-               braid_ofi_provider(), braid_ofi_hmem_cuda() ? "; the provider could take CUDA memory, "
-               "but braid registers host memory only (NCCL stages through it)" : "");
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: libfabric, provider %s (BRAID_TRANSPORT=ofi; "
+               "host memory only: NCCL stages GPU data through it)", braid_ofi_provider());
     return 1;
   }
   if (strcmp(want, "auto")) {
