@@ -5,6 +5,8 @@
 #   make install PREFIX=/usr/local
 #   make bench      benchmarks against reference programs (bench/, minutes)
 
+.DEFAULT_GOAL := all
+
 BUILD   ?= build
 PREFIX  ?= /usr/local
 CC      ?= gcc
