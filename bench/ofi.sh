@@ -2,8 +2,10 @@
 # The ofi transport on loopback against libfabric's own fi_pingpong, same provider (tcp), same
 # size (64 MiB), interleaved repeats in one run:
 #   - fi_pingpong -p tcp -e rdm -S 64M: bytes per transfer / time per transfer;
-#   - braid-perf sendrecv --oneway 64 MiB over BRAID_TRANSPORT=ofi (one stream, and 2 streams
-#     striped with acknowledgements);
+#   - braid-perf sendrecv --oneway 64 MiB over BRAID_TRANSPORT=ofi, in NCCL's default 128 KiB
+#     p2p pieces and in 512 KiB ones (NCCL_P2P_NET_CHUNKSIZE=524288, as libfabric users often
+#     set), one stream, and 2 streams striped with acknowledgements;
+#   - fi_pingpong at 128 KiB too: what one provider message of NCCL's default piece costs;
 #   - braid-perf sendrecv (both directions at once) over ofi;
 #   - the same --oneway over braid's socket transport, for context.
 # The multi-rail netbed figures over ofi: BRAID_TRANSPORT=ofi FI_PROVIDER=tcp bench/multirail.sh.
@@ -22,15 +24,15 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 SIZE=$((64 << 20))
 
-# fi_pingpong: MB/s (10^6 bytes) of its 64 MiB transfers, as GB/s.
+# pingpong SIZE ITERS: fi_pingpong's MB/s (10^6 bytes) of its transfers, as GB/s.
 pingpong() {
   local port=$((30000 + RANDOM % 20000))
-  fi_pingpong -p tcp -e rdm -I 20 -S $SIZE -B $port >"$tmp/srv" 2>&1 &
+  fi_pingpong -p tcp -e rdm -I "$2" -S "$1" -B $port >"$tmp/srv" 2>&1 &
   local srv=$!
   sleep 0.3
-  fi_pingpong -p tcp -e rdm -I 20 -S $SIZE -P $port 127.0.0.1 >"$tmp/cli" 2>&1 || true
+  fi_pingpong -p tcp -e rdm -I "$2" -S "$1" -P $port 127.0.0.1 >"$tmp/cli" 2>&1 || true
   wait $srv || true
-  awk '$1 == "64m" {printf "%.3f", $6 / 1000}' "$tmp/cli"
+  awk 'NF == 8 && $2 ~ /^[0-9]+$/ {printf "%.3f", $6 / 1000}' "$tmp/cli"
 }
 # perf ARGS...: GB/s (algbw) of the 64 MiB row.
 perf() {
@@ -42,11 +44,14 @@ declare -A vals
 add() { vals[$1]+="$2 "; }
 for r in $(seq 1 "$REPEATS"); do
   echo "# repeat $r/$REPEATS" >&2
-  add pingpong "$(pingpong)"
+  add pingpong "$(pingpong $SIZE 40)"
+  add pingpong128 "$(pingpong 131072 400)"
   add ofi "$(BRAID_TRANSPORT=ofi perf sendrecv --oneway)"
-  add ofi2 "$(BRAID_TRANSPORT=ofi BRAID_NSTREAMS=2 perf sendrecv --oneway)"
-  add ofi_bidir "$(BRAID_TRANSPORT=ofi perf sendrecv)"
+  add ofi512 "$(NCCL_P2P_NET_CHUNKSIZE=524288 BRAID_TRANSPORT=ofi perf sendrecv --oneway)"
+  add ofi2 "$(NCCL_P2P_NET_CHUNKSIZE=524288 BRAID_TRANSPORT=ofi BRAID_NSTREAMS=2 perf sendrecv --oneway)"
+  add ofi_bidir "$(NCCL_P2P_NET_CHUNKSIZE=524288 BRAID_TRANSPORT=ofi perf sendrecv)"
   add socket "$(BRAID_TRANSPORT=socket perf sendrecv --oneway)"
+  add socket512 "$(NCCL_P2P_NET_CHUNKSIZE=524288 BRAID_TRANSPORT=socket perf sendrecv --oneway)"
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 m() { echo "${vals[$1]}" | median; }
@@ -54,10 +59,14 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; 
 {
   echo "# braid ofi transport on loopback, $(date -u +%Y-%m-%dT%H:%MZ), libfabric $(fi_info --version 2>/dev/null | awk '/libfabric:/ {print $2}'), provider tcp, $(nproc) cores"
   echo "# 64 MiB; medians of $REPEATS interleaved repeats; GB/s (10^9 bytes/s); raw values in brackets"
-  printf '%-52s %7s   [%s]\n' "fi_pingpong -p tcp -e rdm -S 64M" "$(m pingpong)" "${vals[pingpong]}"
-  printf '%-52s %7s   %sx fi_pingpong (>= 0.90)  [%s]\n' "braid-perf sendrecv --oneway, ofi" "$(m ofi)" "$(ratio "$(m ofi)" "$(m pingpong)")" "${vals[ofi]}"
-  printf '%-52s %7s   %sx fi_pingpong  [%s]\n' "braid-perf sendrecv --oneway, ofi, 2 streams" "$(m ofi2)" "$(ratio "$(m ofi2)" "$(m pingpong)")" "${vals[ofi2]}"
-  printf '%-52s %7s   %sx fi_pingpong  [%s]\n' "braid-perf sendrecv (both ways at once), ofi" "$(m ofi_bidir)" "$(ratio "$(m ofi_bidir)" "$(m pingpong)")" "${vals[ofi_bidir]}"
-  printf '%-52s %7s   %sx fi_pingpong  [%s]\n' "braid-perf sendrecv --oneway, socket transport" "$(m socket)" "$(ratio "$(m socket)" "$(m pingpong)")" "${vals[socket]}"
+  row() { printf '%-58s %7s   %s  [%s]\n' "$1" "$(m "$2")" "${3:+$(ratio "$(m "$2")" "$(m pingpong)")x fi_pingpong 64M$3}" "${vals[$2]}"; }
+  row "fi_pingpong -p tcp -e rdm, 64 MiB messages" pingpong
+  row "fi_pingpong -p tcp -e rdm, 128 KiB messages" pingpong128 " "
+  row "braid ofi, --oneway 64 MiB, 128 KiB pieces (NCCL default)" ofi " (>= 0.90)"
+  row "braid ofi, --oneway 64 MiB, 512 KiB pieces" ofi512 " (>= 0.90)"
+  row "braid ofi, --oneway 64 MiB, 512 KiB pieces, 2 streams" ofi2 " "
+  row "braid ofi, both ways at once 64 MiB, 512 KiB pieces" ofi_bidir " "
+  row "braid socket, --oneway 64 MiB, 128 KiB pieces" socket " "
+  row "braid socket, --oneway 64 MiB, 512 KiB pieces" socket512 " "
 } | tee "$out"
 echo "# written to $out"
