@@ -95,8 +95,10 @@ void braid_comm_free(struct braid_comm *c) {
   for (int i = 0; c->streams && i < c->nstreams; i++) braid_ofi_link_close(c, &c->streams[i]);
   braid_tx_free(c);
   braid_rx_free(c);
-  for (int i = 0; c->streams && i < c->nstreams; i++)
+  for (int i = 0; c->streams && i < c->nstreams; i++) {
     if (c->streams[i].fd >= 0) close(c->streams[i].fd);
+    free(c->streams[i].ofi_bounce);
+  }
   pthread_mutex_destroy(&c->ofi_lock);
   free(c->streams);
   free(c->reqs);

@@ -143,8 +143,8 @@ struct braid_stream {
   size_t ofi_name_got;
   uint64_t ofi_tag;                  /* payload tag: frames sent (tx) or headers taken (rx) */
   bool ofi_posted;                   /* rx: the current frame's payload receive is posted */
-  bool ofi_cancelled;                /* rx: ... and cancelled (its message completed meanwhile) */
-  uint64_t ofi_cancel_ns;            /* rx: when; a cancel that does not settle closes the stream */
+  char *ofi_bounce;                  /* rx with acks: where payloads land before being copied */
+  size_t ofi_bounce_cap;
   uint64_t ofi_check_ns;             /* when the socket was last checked for the peer closing */
 };
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
@@ -320,8 +321,29 @@ int braid_ofi_ep_connect(struct braid_ofi_ep *e, const uint8_t *name, size_t len
   return 0;
 }
 
-void braid_ofi_ep_close(struct braid_ofi_ep *e) {
-  if (!e) return;
+bool braid_ofi_ep_close(struct braid_ofi_ep *e) {
+  if (!e) return true;
+  /* Never close an endpoint with operations under way (closing one with a receive in progress
+   * crashes libfabric 1.17's rxm): cancel them and drive the endpoint for up to 200 ms; what
+   * is still stuck then (a transfer on a path that died) keeps the endpoint, and the memory it
+   * may write, alive for good. */
+  if (e->nops) {
+    for (int i = 0; i < OPS; i++)
+      if (e->ops[i].kind != OP_FREE) (void)fi_cancel(&e->ep->fid, &e->ops[i]);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+      struct braid_ofi_done d[8];
+      e->failed = false; /* errors here are the cancellations */
+      (void)braid_ofi_progress(e, d, 8);
+      clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (e->nops && (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 200000000L);
+    if (e->nops) {
+      BRAID_WARN("a %s endpoint still has %d operations under way after 200 ms: left open (its "
+                 "memory is kept) rather than closed under them", g.prov, e->nops);
+      return false;
+    }
+  }
   /* The endpoint first: its posted operations are gone with it, then what they used.  A
    * provider that refuses (registrations still bound to it) gets them closed first; one that
    * still refuses keeps its objects (leaked, with a WARN): freeing memory it may write to would
@@ -335,7 +357,7 @@ void braid_ofi_ep_close(struct braid_ofi_ep *e) {
   if (rc) {
     BRAID_WARN("closing a %s endpoint failed (%s): its memory is kept, not freed", g.prov,
                fi.strerror(-rc));
-    return;
+    return false;
   }
   if (e->av) fi_close(&e->av->fid);
   if (e->cq) fi_close(&e->cq->fid);
@@ -343,6 +365,7 @@ void braid_ofi_ep_close(struct braid_ofi_ep *e) {
   if (e->hdr_mr) fi_close(&e->hdr_mr->fid);
   pthread_mutex_destroy(&e->lock);
   free(e);
+  return true;
 }
 
 void braid_ofi_ep_force_registration(struct braid_ofi_ep *e) { e->force_mr = true; }

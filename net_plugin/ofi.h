@@ -20,6 +20,7 @@
 #ifndef BRAID_OFI_H
 #define BRAID_OFI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,9 +43,10 @@ size_t braid_ofi_ep_name(const struct braid_ofi_ep *e, uint8_t *out, size_t cap)
 /* Inserts the peer's address; 0, or -1 with the reason in err. */
 int braid_ofi_ep_connect(struct braid_ofi_ep *e, const uint8_t *name, size_t len, char *err,
                          size_t errlen);
-/* Closes the endpoint: nothing it had posted touches memory after this returns (the fence for a
- * failed rail). */
-void braid_ofi_ep_close(struct braid_ofi_ep *e);
+/* Closes the endpoint; operations still under way are cancelled first.  false when some did
+ * not finish within 200 ms: the endpoint is then left open for good, and the memory those
+ * operations use must stay allocated. */
+bool braid_ofi_ep_close(struct braid_ofi_ep *e);
 /* Registers every buffer, even where the provider does not ask for it (tests the cache). */
 void braid_ofi_ep_force_registration(struct braid_ofi_ep *e);
 /* The memory [addr, addr+len) is being released (NCCL's deregMr, a freed buffer): cached

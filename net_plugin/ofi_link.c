@@ -118,9 +118,10 @@ void braid_ofi_link_forget(struct braid_comm *c, const void *addr, size_t len) {
 void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s) {
   if (!s->ofi) return;
   pthread_mutex_lock(&c->ofi_lock);
-  braid_ofi_ep_close(s->ofi);
+  bool closed = braid_ofi_ep_close(s->ofi);
   s->ofi = NULL;
   pthread_mutex_unlock(&c->ofi_lock);
+  if (!closed) s->ofi_bounce = NULL, s->ofi_bounce_cap = 0; /* still a receive's target: kept */
   s->ofi_linked = false;
   if (s->fd >= 0) shutdown(s->fd, SHUT_RDWR);
 }

@@ -21,7 +21,6 @@
 
 #define RX_DIRECT_MIN 1024   /* payload remainders at least this big are read straight in */
 #define RX_SINK_BYTES 65536
-#define RX_CANCEL_WAIT_NS 100000000ull /* ofi: how long a cancelled receive may take to settle */
 
 static struct braid_rxmsg *rx_msg(struct braid_comm *c, uint64_t seq) {
   return &c->msgs[seq & (BRAID_MSG_WINDOW - 1)];
@@ -94,24 +93,7 @@ static int rx_range_add(struct braid_rxmsg *m, uint64_t off, uint64_t len) {
 
 /* A message has all its bytes: into its slot (copying a buffered one), or kept for irecv.  Other
  * streams still reading a copy of one of its chunks finish into the sink. */
-/* ofi: whether a stream still has a payload receive posted into m (a copy of a chunk m already
- * holds, still in flight on its first rail); such receives are cancelled.  m must not complete
- * before they settle: NCCL could reuse the buffer (or a buffered message's copy be freed) under a
- * late write. */
-static bool rx_ofi_fence(struct braid_comm *c, struct braid_rxmsg *m) {
-  bool busy = false;
-  for (int i = 0; i < c->nstreams; i++) {
-    struct braid_stream *s = &c->streams[i];
-    if (!s->ofi || !s->in_frame || !s->ofi_posted || s->frame_msg != m) continue;
-    if (!s->ofi_cancelled) braid_ofi_cancel(s->ofi, s), s->ofi_cancel_ns = braid_now_ns();
-    s->ofi_cancelled = true;
-    busy = true;
-  }
-  return busy;
-}
-
 static void rx_msg_complete(struct braid_comm *c, struct braid_rxmsg *m) {
-  if (c->ofi && rx_ofi_fence(c, m)) return; /* completes when the last one settles */
   for (int s = 0; s < c->nstreams; s++)
     if (c->streams[s].in_frame && c->streams[s].frame_msg == m) {
       c->streams[s].frame_discard = true;
@@ -296,12 +278,9 @@ static ssize_t rx_stream_broken(struct braid_comm *c, struct braid_stream *s, co
   s->dead = true;
   s->in_frame = false;
   if (s->ofi) {
-    /* Fenced: nothing it posted lands after this; a message it held back may now complete. */
-    braid_ofi_link_close(c, s);
-    struct braid_rxmsg *m = s->frame_msg;
+    braid_ofi_link_close(c, s); /* its receives only ever land in its own bounce buffer */
     s->frame_msg = NULL;
     s->ofi_posted = false;
-    if (m && m->req && m->got == m->size) rx_msg_complete(c, m);
   }
   return 0;
 }
@@ -367,28 +346,49 @@ static int rx_payload(struct braid_comm *c, struct braid_stream *s, bool read) {
   return 1;
 }
 
-/* ofi: the current frame's payload receive finished (d). */
+/* ofi: the current frame's payload receive finished (d).  With acks it landed in the stream's
+ * bounce buffer and is copied into place only now, if its message still wants it: a receive
+ * that a failed rail leaves stuck in the provider can never write into a buffer NCCL has
+ * reused, and nothing needs cancelling (the provider's cancel and close of a receive already
+ * under way are not safe everywhere). */
 static void rx_ofi_settled(struct braid_comm *c, struct braid_stream *s, const struct braid_ofi_done *d) {
-  struct braid_rxmsg *m = s->frame_msg;
   s->ofi_posted = false;
-  s->ofi_cancelled = false;
-  if (d->status == BRAID_OFI_CANCELED) {
-    /* Its message completed meanwhile: the payload, still to come, goes to the sink. */
-    s->frame_discard = true;
-    s->frame_msg = NULL;
-    s->frame_dest = NULL;
-  } else if (d->status == BRAID_OFI_TRUNCATED && !s->frame_discard) {
-    rx_stream_broken(c, s, "a payload longer than its frame header says");
+  if (d->status != BRAID_OFI_OK && !(d->status == BRAID_OFI_TRUNCATED && s->frame_discard)) {
+    rx_stream_broken(c, s, d->status == BRAID_OFI_TRUNCATED ? "a payload longer than its frame header says"
+                                                           : "a payload receive failed");
     return;
-  } else {
-    s->frame_left = 0;
-    rx_end(c, s);
   }
-  if (m && m->req && m->got == m->size) rx_msg_complete(c, m); /* one a fence held back */
+  if (c->acks && !s->frame_discard && s->frame_msg && s->frame.len)
+    memcpy(s->frame_dest, s->ofi_bounce, s->frame.len);
+  s->frame_left = 0;
+  rx_end(c, s);
 }
 
-/* ofi: headers from the endpoint's queue, payloads received in place (ofi.h).  read: whether to
- * drive the endpoint (read its completion queue), else only what has already arrived. */
+/* ofi: where the current frame's payload is received: with acks the stream's bounce buffer
+ * (grown to the frame), else straight into place (or the sink for a duplicate).  NULL when out
+ * of memory (c failed). */
+static char *rx_ofi_dest(struct braid_comm *c, struct braid_stream *s, size_t *len) {
+  if (s->frame_discard && !c->acks) {
+    *len = s->frame_left > RX_SINK_BYTES ? RX_SINK_BYTES : s->frame_left;
+    return c->sink;
+  }
+  *len = s->frame_left;
+  if (!c->acks) return s->frame_dest;
+  if (s->ofi_bounce_cap < s->frame_left) {
+    char *b = realloc(s->ofi_bounce, s->frame_left);
+    if (!b) {
+      braid_comm_fail(c, ncclSystemError, "out of memory for a %zu-byte receive buffer", s->frame_left);
+      return NULL;
+    }
+    if (s->ofi) braid_ofi_ep_forget(s->ofi, s->ofi_bounce, s->ofi_bounce_cap);
+    s->ofi_bounce = b, s->ofi_bounce_cap = s->frame_left;
+  }
+  return s->ofi_bounce;
+}
+
+/* ofi: headers from the endpoint's queue, payloads received as rx_ofi_dest says (ofi.h).  read:
+ * whether to drive the endpoint (read its completion queue), else only what has already
+ * arrived. */
 static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool read) {
   char why[300];
   int lk = braid_ofi_link_ready(c, s, braid_now_ns(), why, sizeof why);
@@ -396,7 +396,7 @@ static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool rea
     if (lk < 0) rx_stream_broken(c, s, why);
     return;
   }
-  if (read || s->ofi_cancelled) {
+  if (read) {
     struct braid_ofi_done d[4];
     int n = braid_ofi_progress(s->ofi, d, 4);
     if (n < 0) {
@@ -404,18 +404,12 @@ static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool rea
       return;
     }
     for (int i = 0; i < n && !s->dead && !c->err; i++) {
-      if (d[i].status == BRAID_OFI_FAILED || d[i].ctx != s || !s->in_frame || !s->ofi_posted) {
-        rx_stream_broken(c, s, "a payload receive failed");
+      if (d[i].ctx != s || !s->in_frame || !s->ofi_posted) {
+        rx_stream_broken(c, s, "a completion for no posted receive");
         return;
       }
       rx_ofi_settled(c, s, &d[i]);
     }
-  }
-  if (s->ofi_cancelled && braid_now_ns() - s->ofi_cancel_ns > RX_CANCEL_WAIT_NS) {
-    /* Matched and stuck (a provider's rendezvous on a path that died): the fence closes it. */
-    rx_stream_broken(c, s, "a receive for data its message already holds could not be cancelled "
-                           "within 100 ms");
-    return;
   }
   while (!c->err && !s->dead) {
     if (s->in_frame) {
@@ -424,8 +418,9 @@ static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool rea
         continue;
       }
       if (s->ofi_posted) return; /* its payload is on the way */
-      char *dst = s->frame_discard ? c->sink : s->frame_dest;
-      size_t len = s->frame_discard && s->frame_left > RX_SINK_BYTES ? RX_SINK_BYTES : s->frame_left;
+      size_t len;
+      char *dst = rx_ofi_dest(c, s, &len);
+      if (!dst) return;
       int rc = braid_ofi_recv_payload(s->ofi, dst, len, s->ofi_tag - 1, s);
       if (rc == -EAGAIN) return;
       if (rc) {
