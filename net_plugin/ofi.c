@@ -558,7 +558,7 @@ int braid_ofi_progress(struct braid_ofi_ep *e, struct braid_ofi_done *out, int m
         char prov[160] = "";
         if (ee.prov_errno) fi_cq_strerror(e->cq, ee.prov_errno, ee.err_data, prov, sizeof prov);
         char what[256];
-        snprintf(what, sizeof what, "%s %s failed%s%s", g.prov,
+        snprintf(what, sizeof what, "%.40s %s failed%s%.150s", g.prov,
                  !ours ? "an operation" : o->kind == OP_SEND ? "a payload send" : "a payload receive",
                  prov[0] ? ": " : "", prov);
         ep_fail(e, what, ee.err);

@@ -221,7 +221,13 @@ log "packing the initramfs ($comp)"
 tmp_img=$cache/.initrd.img.tmp
 # Two cpio archives in one compressed stream: the kernel unpacks them in order (cpio pads each
 # to 512 bytes, which the kernel skips), so the overlay's /etc/hostname replaces the root's.
-{ (cd "$root" && find . -mindepth 1 ! -name .complete | LC_ALL=C sort | cpio -o -H newc --quiet)
+# Left out of the guest (unpacking is most of the boot under TCG): udev's hardware database
+# (no udev runs), iconv's charset modules, time zones, dpkg's database.
+slim=(./usr/lib/udev/hwdb.bin ./usr/lib/udev/hwdb.d ./usr/lib/x86_64-linux-gnu/gconv
+  ./usr/share/zoneinfo ./usr/share/misc/pci.ids ./var/lib/dpkg/info ./var/cache/debconf)
+prune=(); for p in "${slim[@]}"; do prune+=(-path "$p" -prune -o); done
+{ (cd "$root" && find . -mindepth 1 "${prune[@]}" ! -name .complete -print | LC_ALL=C sort |
+     cpio -o -H newc --quiet)
   (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet)
 } | "${compress[@]}" >"$tmp_img"
 rm -rf "$stage"

@@ -77,15 +77,20 @@ secs() { printf '%d.%d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); }
 # (qemu's or timeout's status), t_init_us and t_fabric_us (0 when not seen).
 boot() {
   local acc=$1 tmo=$2 initrd=$3 append=$4 log=$5; shift 5
-  local cpu=max accel_opt="tcg,thread=multi"
+  local cpu=max accel_opt="tcg,thread=multi" bios=()
   [ "$acc" = kvm ] && cpu=host accel_opt=kvm
+  # qboot (a minimal firmware that only boots -kernel) starts faster than SeaBIOS, and prints
+  # nothing on the console.
+  for f in /usr/share/qemu/qboot.rom /usr/share/qemu/bios/qboot.rom; do
+    if [ -f "$f" ]; then bios=(-bios "$f"); break; fi
+  done
   local fifo=$tmp/console status=$tmp/status
   rm -f "$fifo" "$status"; mkfifo "$fifo"; : >"$status"
   local t0; t0=$(now_us)
   timeout --kill-after=5 "$tmo" "$qemu" -nodefaults -nographic -no-reboot \
     -machine pc -accel "$accel_opt" -cpu "$cpu" -smp "$cpus" -m "$mem" \
     -kernel "$cache/vmlinuz" -initrd "$initrd" -append "$append" \
-    -monitor none -serial stdio -serial "file:$status" "$@" \
+    "${bios[@]}" -monitor none -serial stdio -serial "file:$status" "$@" \
     </dev/null >"$fifo" 2>"$tmp/qemu.err" &
   bg=$!
   local line console_status=
@@ -93,9 +98,9 @@ boot() {
   while IFS= read -r line || [ -n "$line" ]; do
     line=${line//$'\r'/}
     case $line in
-      "braid-vm: init started"*) t_init_us=$(($(now_us) - t0));;
-      "braid-vm: fabric ready"*) t_fabric_us=$(($(now_us) - t0));;
-      "braid-vm: EXIT "*|"braid-vm: SETUP-FAILED"*) console_status=${line#braid-vm: };;
+      *"braid-vm: init started"*) t_init_us=$(($(now_us) - t0));;
+      *"braid-vm: fabric ready"*) t_fabric_us=$(($(now_us) - t0));;
+      *"braid-vm: EXIT "*|*"braid-vm: SETUP-FAILED"*) console_status=${line##*braid-vm: };;
     esac
     if [ "$log" = - ]; then printf '%s\n' "$line"; else printf '%s\n' "$line" >>"$log"; fi
   done <"$fifo"
@@ -119,9 +124,11 @@ if [ "$accel" = auto ]; then
     else
       echo "vm: probing whether KVM can boot the guest (once; cached in $probe)" >&2
       boot kvm 30 "$cache/initrd.img" "console=ttyS0 quiet loglevel=3 panic=-1 braid.probe=1" "$tmp/probe.log"
-      result=bad
-      [ "$boot_status" = "EXIT 0" ] && result=ok accel=kvm
-      echo "vm: KVM probe: $result ($(secs "$t_total_us") s)" >&2
+      result=bad why=
+      if [ "$boot_status" = "EXIT 0" ]; then result=ok accel=kvm
+      elif [ -s "$tmp/qemu.err" ]; then why=": $(grep -v '^qemu-system-x86_64: terminating' "$tmp/qemu.err" | head -n 2 | tr '\n' ' ')"
+      else why=": no status from the guest"; fi
+      echo "vm: KVM probe: $result after $(secs "$t_total_us") s$why; using ${accel^^}" >&2
       printf '%s\n%s\n' "$key" "$result" >"$probe" 2>/dev/null || true
     fi
   fi
