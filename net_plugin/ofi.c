@@ -150,6 +150,18 @@ int braid_ofi_probe(int *hw, char *why, size_t whylen) {
   return ok;
 }
 
+/* At unload (NCCL dlcloses the plugin): the domains, fabrics and provider descriptions go back to
+ * libfabric, which stays loaded.  A domain still holding an endpoint left open on purpose (see
+ * braid_ofi_ep_close) refuses, and is left. */
+__attribute__((destructor)) static void ofi_unload(void) {
+  if (g.state <= 0) return;
+  for (int d = 0; d < g.ndomains; d++) {
+    if (g.domain[d] && fi_close(&g.domain[d]->fid) == 0) g.domain[d] = NULL;
+    if (!g.domain[d] && g.fabric[d] && fi_close(&g.fabric[d]->fid) == 0) g.fabric[d] = NULL;
+    if (!g.domain[d] && !g.fabric[d]) fi.freeinfo(g.info[d]), g.info[d] = NULL;
+  }
+}
+
 const char *braid_ofi_provider(void) { return g.state > 0 ? g.prov : ""; }
 
 

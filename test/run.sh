@@ -46,6 +46,7 @@ suite netbed-sanitized ./test/integration/netbed_test.sh build/san
 suite ofi ./test/integration/ofi_test.sh build
 suite ofi-sanitized ./test/integration/ofi_test.sh build/san
 suite netbed-ofi env NETBED_TRANSPORT=ofi ./test/integration/netbed_test.sh build
+suite vm-smoke ./test/vm/smoke.sh
 suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 
 echo

@@ -22,7 +22,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 check_only=0
 if [ "${1:-}" = --check ]; then check_only=1; shift; fi
-case "${1:-}" in -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0;; esac
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0;; esac
 cache=${1:-${BRAID_VM_CACHE:-/var/cache/braid-vm}}
 suite=${BRAID_VM_SUITE:-bookworm}
 mirror=${BRAID_VM_MIRROR:-http://deb.debian.org/debian}
@@ -42,7 +42,7 @@ if [ "$check_only" = 1 ]; then up_to_date; exit; fi
 if up_to_date; then log "image in $cache is up to date ($hash)"; exit 0; fi
 
 # ---- host packages --------------------------------------------------------------------------
-host_pkgs=(qemu-system-x86 debootstrap linux-image-amd64 cpio zstd kmod iproute2)
+host_pkgs=(qemu-system-x86 debootstrap linux-image-amd64 cpio zstd xz-utils kmod iproute2)
 missing=()
 for p in "${host_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -202,9 +202,9 @@ case $(arg braid.share none) in
   cpio) mount --bind /host /host && mount -o remount,bind,ro /host || true;;
 esac
 
-t0=$(cut -d' ' -f1 /proc/uptime)
 if ! braid-fabric setup "$(arg braid.rails 4)"; then report "SETUP-FAILED"; fi
-echo "braid-vm: fabric ready ($(arg braid.rails 4) rails) at $(cut -d' ' -f1 /proc/uptime)s"
+read -r up _ </proc/uptime
+echo "braid-vm: fabric ready ($(arg braid.rails 4) rails) at ${up}s"
 
 export BRAID_VM_SHARE=/host BRAID_VM_RAILS=$(arg braid.rails 4)
 [ -f /braid/env ] && . /braid/env
@@ -231,19 +231,54 @@ prune=(); for p in "${slim[@]}"; do prune+=(-path "$p" -prune -o); done
   (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet)
 } | "${compress[@]}" >"$tmp_img"
 rm -rf "$stage"
+chmod 0644 "$tmp_img"
+
+# ---- the kernel qemu loads ------------------------------------------------------------------
+# Under TCG the bzImage's own decompressor takes seconds at every boot. The kernel has a PVH
+# entry (CONFIG_PVH), so qemu can start the uncompressed vmlinux directly: extract it once.
+extract_vmlinux() { # bzImage out: 0 if out is the ELF vmlinux
+  local magic dec off
+  for spec in $'\xfd7zXZ|xz -dc' $'\x28\xb5\x2f\xfd|zstd -dcq' $'\x1f\x8b\x08|gzip -dc'; do
+    magic=${spec%%|*} dec=${spec#*|}
+    for off in $(LC_ALL=C grep -abo -F "$magic" "$1" | cut -d: -f1 | head -n 5); do
+      tail -c +$((off + 1)) "$1" | $dec >"$2" 2>/dev/null || true
+      [ "$(head -c 4 "$2" | od -An -c | tr -d ' ')" = '177ELF' ] && return 0
+    done
+  done
+  rm -f "$2"; return 1
+}
+boots() { # kernel: 0 if it boots the new initramfs to /init under TCG and reports back
+  timeout 120 qemu-system-x86_64 -nodefaults -nographic -no-reboot -machine pc -accel tcg \
+    -cpu max -m 1024 -kernel "$1" -initrd "$tmp_img" -monitor none -serial stdio \
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 braid.probe=1" </dev/null \
+    >"$cache/boot-check.log" 2>&1 || true
+  tr -d '\r' <"$cache/boot-check.log" | grep -q 'braid-vm: EXIT 0'
+}
 install -m 0644 "$vmlinuz" "$cache/.vmlinuz.tmp"
+kernel=vmlinuz
+if extract_vmlinux "$cache/.vmlinuz.tmp" "$cache/.vmlinux.tmp"; then
+  chmod 0644 "$cache/.vmlinux.tmp"
+  log "checking that qemu boots the uncompressed vmlinux (PVH)"
+  if boots "$cache/.vmlinux.tmp"; then kernel=vmlinux; else
+    log "the vmlinux did not boot; using the bzImage"; rm -f "$cache/.vmlinux.tmp"; fi
+fi
+if [ "$kernel" = vmlinuz ]; then
+  log "checking that qemu boots the bzImage"
+  boots "$cache/.vmlinuz.tmp" || die "the new image does not boot under qemu (TCG): see $cache/boot-check.log"
+fi
 cat >"$cache/.image.env.tmp" <<EOF
 BRAID_VM_HASH=$hash
 BRAID_VM_KVER=$kver
+BRAID_VM_KERNEL=$kernel
 BRAID_VM_COMPRESSION=$comp
 BRAID_VM_9P=$ninep
 BRAID_VM_BUILT="$(date -u '+%Y-%m-%dT%H:%M:%SZ')"
 EOF
 mv "$cache/.vmlinuz.tmp" "$cache/vmlinuz"
-chmod 0644 "$tmp_img"
+if [ "$kernel" = vmlinux ]; then mv "$cache/.vmlinux.tmp" "$cache/vmlinux"; else rm -f "$cache/vmlinux"; fi
 mv "$tmp_img" "$cache/initrd.img"
 mv "$cache/.image.env.tmp" "$cache/image.env"
 rm -f "$cache"/kvm-probe
 echo "$hash" >"$cache/stamp"
 chmod 0755 "$cache"
-log "image ready in $cache: kernel $kver, initrd $(du -h "$cache/initrd.img" | cut -f1), built in $((SECONDS - t_start)) s"
+log "image ready in $cache: kernel $kver ($kernel), initrd $(du -h "$cache/initrd.img" | cut -f1), built in $((SECONDS - t_start)) s"

@@ -15,12 +15,16 @@
 #
 # Layout, rail r (0-based): veth va<r> (10.88.r.1/24, rdma device rxe_a<r>) <-> vb<r>
 # (10.88.r.2/24, rxe_b<r>), both in the guest's main network namespace. rxe in other namespaces
-# does not work on 6.1 (it routes in init_net: the first send completes with status 2). Both
-# addresses are local, so without help the kernel would deliver a->b through lo, where rxe drops
-# it: `ip rule` sends locally generated traffic for 10.88.r.2 to table 1000+2r (out of va<r>)
-# and for 10.88.r.1 to table 1001+2r (out of vb<r>); the local table is moved behind those rules
-# so packets arriving on a veth are still delivered locally (accept_local=1 lets a packet whose
-# source is a local address in).
+# does not work on 6.1 (reported by an earlier trial: it routes in init_net, and the first send
+# completes with status 2; not re-tested here). Both
+# addresses are then local, so the kernel would carry plain IP traffic between them (the TCP
+# bootstrap of ibv_rc_pingpong or of braid, ping) over lo, past any fault injected on the rail:
+# `ip rule` sends locally generated traffic for 10.88.r.2 to table 1000+2r (out of va<r>) and
+# for 10.88.r.1 to table 1001+2r (out of vb<r>); the local table is moved behind those rules so
+# packets arriving on a veth are still delivered locally (accept_local=1 lets a packet whose
+# source is a local address in). rxe's own packets pin the output device, and were seen to
+# cross the veth even without the rules on Debian's 6.1.0-57 (6.1.192); an earlier trial
+# reported them going over lo, where rxe drops them.
 #
 # Faults: rxe treats a QP retry count of 7 as infinite, and downing the interface an rxe device
 # sits on can leave its outstanding requests hanging forever: inject faults on the peer side
@@ -30,75 +34,79 @@ set -euo pipefail
 die() { echo "braid-fabric: error: $*" >&2; exit 1; }
 rails_now() { local n=0; while [ -e "/sys/class/net/va$n" ]; do n=$((n + 1)); done; echo "$n"; }
 
-routes() { # rail
+# Commands for `ip -batch`: rail r's policy rules and routes.
+rules_batch() { # rail
   local r=$1 ta=$((1000 + 2 * $1)) tb=$((1001 + 2 * $1))
-  ip route replace "10.88.$r.2/32" dev "va$r" src "10.88.$r.1" table "$ta"
-  ip route replace "10.88.$r.1/32" dev "vb$r" src "10.88.$r.2" table "$tb"
+  echo "rule add pref $((100 + r)) iif lo to 10.88.$r.2/32 lookup $ta"
+  echo "rule add pref $((100 + r)) iif lo to 10.88.$r.1/32 lookup $tb"
 }
-
-rules() { # rail
+routes_batch() { # rail
   local r=$1 ta=$((1000 + 2 * $1)) tb=$((1001 + 2 * $1))
-  ip rule add pref $((100 + r)) iif lo to "10.88.$r.2/32" lookup "$ta"
-  ip rule add pref $((100 + r)) iif lo to "10.88.$r.1/32" lookup "$tb"
+  echo "route replace 10.88.$r.2/32 dev va$r src 10.88.$r.1 table $ta"
+  echo "route replace 10.88.$r.1/32 dev vb$r src 10.88.$r.2 table $tb"
 }
 
 sysctl_w() { echo "$2" >"/proc/sys/${1//.//}"; }
 
+# Under TCG every process start costs tens of milliseconds: one modprobe, two `ip -batch` and
+# one `rdma -batch` set up any number of rails.
 setup() {
-  local rails=${1:-4} r m
-  [[ $rails =~ ^[0-9]+$ ]] && [ "$rails" -ge 1 ] && [ "$rails" -le 64 ] || die "rails must be 1..64, not '$rails'"
+  local rails=${1:-4} r s i
+  if ! [[ $rails =~ ^[0-9]+$ ]] || [ "$rails" -lt 1 ] || [ "$rails" -gt 64 ]; then
+    die "rails must be 1..64, not '$rails'"
+  fi
   # crc32: rxe computes its ICRC with the crypto API's crc32; without the module `rdma link add`
   # fails. The others: the verbs and CM character devices, veth, the qdiscs used for faults.
-  for m in crc32_generic rdma_rxe ib_uverbs rdma_ucm veth sch_netem sch_tbf; do
-    modprobe "$m" || die "modprobe $m failed"
-  done
+  modprobe -a crc32_generic rdma_rxe ib_uverbs rdma_ucm veth sch_netem sch_tbf ||
+    die "modprobe failed"
   modprobe -q -a crc32_pclmul ib_umad 2>/dev/null || true
-  ip link set lo up
-  # The local table behind the per-rail rules (pref 100+r), ahead of main (32766).
-  if ip rule show pref 0 | grep -q 'lookup local'; then
-    ip rule add pref 1000 lookup local
-    ip rule del pref 0 lookup local
-  fi
   sysctl_w net.ipv4.conf.all.rp_filter 0
   sysctl_w net.ipv4.conf.default.rp_filter 0
   sysctl_w net.ipv4.conf.all.accept_local 1
   sysctl_w net.ipv4.conf.default.accept_local 1
   sysctl_w net.ipv4.conf.all.arp_ignore 1
   sysctl_w net.ipv4.conf.default.arp_ignore 1
-  for ((r = 0; r < rails; r++)); do
-    ip link add "va$r" type veth peer name "vb$r"
-    for s in a b; do
-      sysctl_w "net.ipv4.conf.v$s$r.rp_filter" 0
-      sysctl_w "net.ipv4.conf.v$s$r.accept_local" 1
-      sysctl_w "net.ipv4.conf.v$s$r.arp_ignore" 1
+  {
+    echo "link set lo up"
+    for ((r = 0; r < rails; r++)); do echo "link add va$r type veth peer name vb$r"; done
+  } | ip -batch - || die "creating the veth pairs failed"
+  {
+    # The local table behind the per-rail rules (pref 100+r), ahead of main (32766).
+    if ip rule show pref 0 | grep -q 'lookup local'; then
+      echo "rule add pref 1000 lookup local"
+      echo "rule del pref 0 lookup local"
+    fi
+    for ((r = 0; r < rails; r++)); do
+      echo "addr add 10.88.$r.1/24 dev va$r"
+      echo "addr add 10.88.$r.2/24 dev vb$r"
+      echo "link set va$r up"
+      echo "link set vb$r up"
+      rules_batch "$r"
+      routes_batch "$r"
     done
-    ip addr add "10.88.$r.1/24" dev "va$r"
-    ip addr add "10.88.$r.2/24" dev "vb$r"
-    ip link set "va$r" up
-    ip link set "vb$r" up
-    rules "$r"
-    routes "$r"
-    rdma link add "rxe_a$r" type rxe netdev "va$r" || die "rdma link add rxe_a$r failed"
-    rdma link add "rxe_b$r" type rxe netdev "vb$r" || die "rdma link add rxe_b$r failed"
-  done
+  } | ip -batch - || die "addresses, rules or routes failed"
+  for ((r = 0; r < rails; r++)); do
+    echo "link add rxe_a$r type rxe netdev va$r"
+    echo "link add rxe_b$r type rxe netdev vb$r"
+  done | rdma -b - || die "rdma link add failed"
   # The rxe devices show their IPv4 GIDs once the addresses are there; wait for the last one.
-  for ((i = 0; i < 50; i++)); do
+  for ((i = 0; i < 100; i++)); do
     gid "rxe_b$((rails - 1))" >/dev/null 2>&1 && break
-    sleep 0.1
+    sleep 0.05
   done
   gid "rxe_b$((rails - 1))" >/dev/null || die "rxe_b$((rails - 1)) has no IPv4 GID"
   [ -c /dev/infiniband/uverbs0 ] || die "no /dev/infiniband/uverbs0"
 }
 
-gid() { # dev: the index of its IPv4-mapped RoCE v2 GID
+gid() { # dev: the index of its IPv4-mapped RoCE v2 GID (shell built-ins only: it is polled)
   local dev=$1 d f i g t
   d=/sys/class/infiniband/$dev/ports/1
   [ -d "$d" ] || die "no rdma device $dev"
   for f in "$d"/gids/*; do
     i=${f##*/}
-    g=$(cat "$f" 2>/dev/null) || continue
+    read -r g <"$f" 2>/dev/null || continue
     case $g in 0000:0000:0000:0000:0000:ffff:*) ;; *) continue;; esac
-    t=$(cat "$d/gid_attrs/types/$i" 2>/dev/null) || continue
+    read -r t <"$d/gid_attrs/types/$i" 2>/dev/null || continue
     [ "$t" = "RoCE v2" ] || continue
     echo "$i"; return 0
   done
@@ -123,7 +131,8 @@ case $cmd in
   setup) setup "$@";;
   route)
     if [ $# -eq 0 ]; then n=$(rails_now); set -- $(seq 0 $((n - 1))); fi
-    for r in "$@"; do [ -e "/sys/class/net/va$r" ] || die "no rail $r"; routes "$r"; done;;
+    for r in "$@"; do [ -e "/sys/class/net/va$r" ] || die "no rail $r"; routes_batch "$r"; done |
+      ip -batch -;;
   netem)
     [ $# -ge 3 ] || die "usage: braid-fabric netem RAIL a|b NETEM-ARGS..."
     r=$1 s=$2; shift 2
@@ -135,6 +144,6 @@ case $cmd in
     tc qdisc del dev "vb$1" root 2>/dev/null || true;;
   gid) [ $# -eq 1 ] || die "usage: braid-fabric gid DEV"; gid "$1";;
   status) status;;
-  -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//';;
-  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2;;
+  -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0";;
+  *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2;;
 esac

@@ -14,6 +14,7 @@
 #     --accel A       auto (default: KVM if a probe boot under it works, else TCG), kvm, tcg
 #     --env NAME=VAL  export NAME=VAL to the command (repeatable)
 #     --cache DIR     image cache (default /var/cache/braid-vm, or $BRAID_VM_CACHE)
+# Environment: BRAID_VM_ACCEL (as --accel), BRAID_VM_SHARE_MODE (auto, 9p or cpio).
 #
 # COMMAND and its arguments are run as given (quoted), not through a shell: use
 # `-- bash -c '...'` for pipelines. The guest has no network device to the outside.
@@ -28,7 +29,7 @@ accel=${BRAID_VM_ACCEL:-auto}
 cache=${BRAID_VM_CACHE:-/var/cache/braid-vm}
 envs=()
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 die() { echo "vm: error: $*" >&2; exit 1; }
 int() { [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || { echo "vm: $1 needs a positive integer, not '$2'" >&2; exit 2; }; }
 
@@ -63,7 +64,10 @@ command -v cpio >/dev/null || die "cpio not found (apt-get install cpio)"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/braid-vm.XXXXXX")
 bg=
 cleanup() {
-  if [ -n "$bg" ]; then kill "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true; fi
+  if [ -n "$bg" ]; then
+    if [ -s "$tmp/timeout.pid" ]; then kill "$(cat "$tmp/timeout.pid")" 2>/dev/null || true; fi
+    wait "$bg" 2>/dev/null || true
+  fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -85,13 +89,16 @@ boot() {
     if [ -f "$f" ]; then bios=(-bios "$f"); break; fi
   done
   local fifo=$tmp/console status=$tmp/status
-  rm -f "$fifo" "$status"; mkfifo "$fifo"; : >"$status"
+  rm -f "$fifo" "$status" "$tmp/timeout.pid"; mkfifo "$fifo"; : >"$status"
   local t0; t0=$(now_us)
-  timeout --kill-after=5 "$tmo" "$qemu" -nodefaults -nographic -no-reboot \
+  # timeout runs in the background of a { } group, so that a shell's "Aborted"-style report of
+  # its end goes to qemu.err; its pid is kept so that cleanup can stop it (and so qemu).
+  { timeout --kill-after=5 "$tmo" "$qemu" -nodefaults -nographic -no-reboot \
     -machine pc -accel "$accel_opt" -cpu "$cpu" -smp "$cpus" -m "$mem" \
-    -kernel "$cache/vmlinuz" -initrd "$initrd" -append "$append" \
+    -kernel "$cache/${BRAID_VM_KERNEL:-vmlinuz}" -initrd "$initrd" -append "$append" \
     "${bios[@]}" -monitor none -serial stdio -serial "file:$status" "$@" \
-    </dev/null >"$fifo" 2>"$tmp/qemu.err" &
+    </dev/null >"$fifo" &
+    echo $! >"$tmp/timeout.pid"; wait $!; } 2>"$tmp/qemu.err" &
   bg=$!
   local line console_status=
   t_init_us=0 t_fabric_us=0
@@ -137,10 +144,16 @@ elif [ "$accel" = kvm ] && ! kvm_usable; then
 fi
 
 # ---- the command (and, without 9p, the share) go in an uncompressed cpio before the image --
-share_mode=9p
-if [ "${BRAID_VM_9P:-0}" != 1 ] || ! "$qemu" -device help 2>/dev/null | grep -q '"virtio-9p-pci"'; then
-  share_mode=cpio
-fi
+share_mode=${BRAID_VM_SHARE_MODE:-auto}
+case $share_mode in
+  auto)
+    share_mode=9p
+    if [ "${BRAID_VM_9P:-0}" != 1 ] || ! "$qemu" -device help 2>/dev/null | grep -q '"virtio-9p-pci"'; then
+      share_mode=cpio
+    fi;;
+  9p|cpio) ;;
+  *) die "BRAID_VM_SHARE_MODE must be auto, 9p or cpio";;
+esac
 mkdir -p "$tmp/pre/braid"
 {
   echo '#!/bin/bash'
@@ -153,7 +166,7 @@ qemu_extra=()
 if [ "$share_mode" = 9p ]; then
   qemu_extra+=(-virtfs "local,path=$share,mount_tag=braidshare,security_model=none,readonly=on")
 else
-  echo "vm: no 9p here: packing $share (without .git) into the initramfs" >&2
+  echo "vm: packing $share (without .git) into the initramfs (no 9p)" >&2
   mkdir -p "$tmp/pre/host"
   tar -C "$share" --exclude=./.git -cf - . | tar -C "$tmp/pre/host" -xf -
 fi
@@ -162,7 +175,9 @@ cat "$cache/initrd.img" >>"$tmp/initrd"
 rm -rf "$tmp/pre"
 
 append="console=ttyS0 quiet loglevel=3 panic=-1 braid.rails=$rails braid.share=$share_mode"
-echo "vm: booting kernel $BRAID_VM_KVER ($accel, $cpus cpus, $mem MiB, $rails rails, timeout ${timeout_s}s): $*" >&2
+shown="$*"; shown=${shown%%$'\n'*}; [ ${#shown} -le 100 ] || shown="${shown:0:100}"
+[ "$shown" = "$*" ] || shown="$shown ..."
+echo "vm: booting kernel $BRAID_VM_KVER ($accel, $cpus cpus, $mem MiB, $rails rails, timeout ${timeout_s}s): $shown" >&2
 boot "$accel" "$timeout_s" "$tmp/initrd" "$append" - "${qemu_extra[@]}"
 
 times="init after $(secs "$t_init_us") s, fabric after $(secs "$t_fabric_us") s, total $(secs "$t_total_us") s"
