@@ -65,6 +65,7 @@ TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(STAT) $(PS) $(REFS) $(if $(TUNER_SRCS),$(
 
 include tools/perf/build.mk
 include tools/trace/build.mk
+include tools/verbs-probe/build.mk
 
 # braid-tune (tools/tune): the tuner's library, cairo for --png.
 TUNE_SRCS    = $(wildcard tools/tune/*.c)

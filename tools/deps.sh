@@ -4,7 +4,7 @@
 #   deps.sh test    plus what `make test` uses (GoogleTest, clang's libFuzzer, iproute2)
 set -euo pipefail
 what=${1:-build}
-pkgs=(gcc g++ make libsodium-dev libhwloc-dev libcairo2-dev pkgconf libfabric-dev)
+pkgs=(gcc g++ make libsodium-dev libhwloc-dev libcairo2-dev pkgconf libfabric-dev libibverbs-dev)
 if [ "$what" = test ]; then pkgs+=(libgtest-dev clang libclang-rt-dev iproute2 nftables procps); fi
 if [ "$what" = bench ]; then pkgs+=(iproute2 nftables iperf3 bc gnuplot-nox libfabric-bin); fi
 missing=()
