@@ -11,6 +11,7 @@
 # Usage: [RATE=400mbit] [CHANNELS=8] [ONLY=basic] bench/collnet.sh [ROUNDS]   (default 2).  Writes bench/results/collnet-<date>.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/stats.sh
 rounds=${1:-2}
 RATE=${RATE:-400mbit}
 CHANNELS=${CHANNELS:-8}   # NCCL channels (CollNet: one iallreduce carries up to 8 channel chunks)
@@ -62,8 +63,6 @@ DEDICATED=$BRAID_PS_SERVERS
 servers 7001 0 1 2 3
 COLOC=$BRAID_PS_SERVERS
 
-declare -A vals
-add() { vals[$1]+="$2 "; }
 for r in $(seq 1 "$rounds"); do
   echo "# round $r/$rounds" >&2
   read -r _ b < <(run --algo ring -w 1 --iters 3); add ring "$b"
@@ -95,9 +94,6 @@ if run --algo collnet -b 16M -e 16M -w 1 --iters 40 --check-all >/dev/null && gr
 wait "$killer"
 fi
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
-m() { echo "${vals[$1]}" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 {
   echo "# braid CollNet on the netbed, $(date -u +%Y-%m-%dT%H:%MZ), 8 hosts x 1 NIC at $RATE, allreduce 64 MiB fp32"
   echo "# medians of $rounds rounds; busbw in GB/s (1e9 B/s) = 2(n-1)/n x bytes / time, n = 4; raw values in brackets"

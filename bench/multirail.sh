@@ -10,6 +10,7 @@
 # Usage: bench/multirail.sh [ROUNDS]   (default 3).  Writes bench/results/multirail-<date>.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/stats.sh
 rounds=${1:-3}
 RATE=${RATE:-500mbit}
 NB=test/netbed/netbed.sh
@@ -35,8 +36,6 @@ braid() {
 }
 iperf_total() { $NB --prefix $P iperf-all 0 1 3 | awk '/^total/ {printf "%.3f", $2 / 1000}'; }
 
-declare -A vals
-add() { vals[$1]+="$2 "; }
 for r in $(seq 1 "$rounds"); do
   echo "# round $r/$rounds" >&2
   add iperf "$(iperf_total)"
@@ -103,9 +102,6 @@ recover() { awk -v f="$1" -v th="$(echo "$three * 0.9" | bc)" '
   $1 > f && $1 <= f + 2 && $2 < th { last = $1 }
   END { printf "%.1f", (last ? last + 0.1 - f : 0) }' "$tmp/total-$2"; }
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
-m() { echo "${vals[$1]}" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 {
   echo "# braid multi-rail on the netbed, $(date -u +%Y-%m-%dT%H:%MZ): 2 hosts x 4 rails at $RATE (tbf), $(nproc) cores, BRAID_TRANSPORT=${BRAID_TRANSPORT:-auto}${FI_PROVIDER:+ FI_PROVIDER=$FI_PROVIDER}"
   echo "# medians of $rounds interleaved rounds; Gbit/s; raw values in brackets"

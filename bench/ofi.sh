@@ -13,6 +13,7 @@
 # (apt-get install libfabric-bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/stats.sh
 REPEATS=${REPEATS:-5}
 command -v fi_pingpong >/dev/null || { echo "ofi bench: fi_pingpong missing: apt-get install libfabric-bin"; exit 1; }
 mkdir -p bench/results
@@ -40,8 +41,6 @@ perf() {
   awk '/^ +[0-9]/ {g = $6} END {printf "%.3f", g}' "$tmp/p"
 }
 
-declare -A vals
-add() { vals[$1]+="$2 "; }
 for r in $(seq 1 "$REPEATS"); do
   echo "# repeat $r/$REPEATS" >&2
   add pingpong "$(pingpong $SIZE 40)"
@@ -53,9 +52,6 @@ for r in $(seq 1 "$REPEATS"); do
   add socket "$(BRAID_TRANSPORT=socket perf sendrecv --oneway)"
   add socket512 "$(NCCL_P2P_NET_CHUNKSIZE=524288 BRAID_TRANSPORT=socket perf sendrecv --oneway)"
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
-m() { echo "${vals[$1]}" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 {
   echo "# braid ofi transport on loopback, $(date -u +%Y-%m-%dT%H:%MZ), libfabric $(fi_info --version 2>/dev/null | awk '/libfabric:/ {print $2}'), provider tcp, $(nproc) cores"
   echo "# 64 MiB; medians of $REPEATS interleaved repeats; GB/s (10^9 bytes/s); raw values in brackets"

@@ -12,19 +12,18 @@
 # Usage: bench/p2p.sh [ROUNDS]   (default 5).  Writes bench/results/p2p-<date>.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/stats.sh
 rounds=${1:-5}
 B=build
 PERF=$B/braid-perf
 export NCCL_NET_PLUGIN=$PWD/$B/libnccl-net-braid.so BRAID_SOCKET_IFNAME=lo
 mkdir -p bench/results
 out=bench/results/p2p-$(date +%Y%m%d-%H%M%S).txt
-declare -A vals
 
 # perf_col OP_ARGS... : prints "time_us algbw" of the last table row.
 perf_row() {
   "$PERF" "$@" 2>&1 | awk '/^ +[0-9]/ {t=$5; a=$6} END {print t, a}'
 }
-add() { vals[$1]+="$2 "; }
 
 for r in $(seq 1 "$rounds"); do
   echo "# round $r/$rounds" >&2
@@ -49,9 +48,6 @@ for r in $(seq 1 "$rounds"); do
   add braid_8b_us "$t"
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
-m() { echo "${vals[$1]}" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 
 {
   echo "# braid p2p on loopback, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -r)"
