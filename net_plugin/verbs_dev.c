@@ -158,6 +158,16 @@ int braid_verbs_probe(char *why, size_t whylen) {
   return 0;
 }
 
+void *braid_verbs_sym(const char *name) {
+  (void)name;
+  return NULL;
+}
+
+int braid_verbs_port_query(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a) {
+  (void)c, (void)port, (void)a;
+  return -1;
+}
+
 int braid_verbs_discover(const char *hca, const char *hca_var, int gid_index,
                          struct braid_verbs_rail *out, int max, char *why, size_t whylen) {
   (void)hca, (void)hca_var, (void)gid_index, (void)out, (void)max;
@@ -187,6 +197,7 @@ static struct {
 
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
 static int lib_state; /* 0 not tried, 1 loaded, -1 not usable */
+static void *lib_handle; /* libibverbs.so.1 once loaded */
 static char lib_why[256];
 
 static void *sym(void *lib, const char *name, bool *missing) {
@@ -206,6 +217,7 @@ static int lib_load(void) {
              "libibverbs1 ibverbs-providers", dlerror());
     return -1;
   }
+  lib_handle = lib;
   bool missing = false;
 #define LOAD(field, name) ibv.field = (__typeof__(ibv.field))sym(lib, name, &missing)
   LOAD(fork_init, "ibv_fork_init");
@@ -258,6 +270,17 @@ static int port_query(struct ibv_context *c, uint8_t port, struct ibv_port_attr 
   struct verbs_context *vctx = verbs_get_ctx_op(c, query_port);
   if (vctx) return vctx->query_port(c, port, a, sizeof *a);
   return ibv.query_port(c, port, (struct _compat_ibv_port_attr *)(void *)a);
+}
+
+int braid_verbs_port_query(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a) {
+  return port_query(c, port, a);
+}
+
+void *braid_verbs_sym(const char *name) {
+  char why[8];
+  if (!lib_ready(why, sizeof why)) return NULL;
+  void *p = dlvsym(lib_handle, name, "IBVERBS_1.1");
+  return p ? p : dlsym(lib_handle, name);
 }
 
 /* 1 or 2 from sysfs's "IB/RoCE v1" / "RoCE v2"; 0 when unknown or the entry is empty. */

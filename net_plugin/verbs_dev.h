@@ -90,4 +90,14 @@ int braid_verbs_discover(const char *hca, const char *hca_var, int gid_index,
  * NCCL_IB_GID_INDEX; -1 also when the parameters do not load. */
 int braid_verbs_rails(struct braid_verbs_rail *out, int max, char *why, size_t whylen);
 
+/* ---- for the endpoint layer (verbs_ep.c) ---- */
+
+struct ibv_context;
+struct ibv_port_attr;
+/* An exported libibverbs symbol (IBVERBS_1.1 first), from the library braid_verbs_probe loaded;
+ * NULL when it is not loaded or lacks the symbol. */
+void *braid_verbs_sym(const char *name);
+/* ibv_query_port with the full attribute struct (the context's extended op when it has one). */
+int braid_verbs_port_query(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a);
+
 #endif

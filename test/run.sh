@@ -48,6 +48,7 @@ suite ofi-sanitized ./test/integration/ofi_test.sh build/san
 suite netbed-ofi env NETBED_TRANSPORT=ofi ./test/integration/netbed_test.sh build
 suite vm-smoke ./test/vm/smoke.sh
 suite vm-verbs-probe ./test/vm/verbs_probe_test.sh
+suite vm-verbs-ep ./test/vm/verbs_ep_test.sh
 suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 
 echo

@@ -8,3 +8,11 @@ TARGETS    += $(VERBS_PROBE)
 
 $(VERBS_PROBE): $(call obj,tools/verbs-probe/main.c net_plugin/verbs_dev.c $(COMMON_SRCS))
 	$(CC) $(LDFLAGS) $^ -o $@ -ldl -lpthread
+
+# braid-verbs-ep-test: two verbs endpoints (net_plugin/verbs_ep.c) on rxe_a<r>/rxe_b<r> in one
+# process; run in the soft-RoCE guest by test/vm/verbs_ep_test.sh.
+VERBS_EP_TEST = $(BUILD)/braid-verbs-ep-test
+TARGETS      += $(VERBS_EP_TEST)
+
+$(VERBS_EP_TEST): $(call obj,tools/verbs-probe/ep_test.c net_plugin/verbs_ep.c net_plugin/verbs_dev.c $(COMMON_SRCS))
+	$(CC) $(LDFLAGS) $^ -o $@ -ldl -lpthread

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# braid-verbs-ep-test in the soft-RoCE test guest (tools/vm): boots it once and, inside, runs the
+# verbs endpoint (net_plugin/verbs_ep.c) between rxe_a<r> and rxe_b<r> in one process:
+#   (1)+(2) control messages both ways and 64 x 256 KiB WRITE_WITH_IMM, on rails 0 and 3;
+#   (3) --blackhole on rail 0: after the warm-up, `braid-fabric netem 0 b loss 100%` (rxe_b0's
+#       ACKs vanish), then writes from rxe_a0 must fail with a work-completion error within 3 s.
+# The test binary is built on the host (make) and is the only file shared with the guest.
+# Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (as test/vm/smoke.sh).
+#   test/vm/verbs_ep_test.sh     (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${BUILD:-build}
+cache=${BRAID_VM_CACHE:-/var/cache/braid-vm}
+skip() { echo "vm: skipped ($*)"; exit 0; }
+now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
+secs() { printf '%d.%d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); }
+
+# ---- the image (as smoke.sh) and the test binary ----------------------------------------
+if tools/vm/build-image.sh --check "$cache"; then
+  :
+elif [ "$(id -u)" != 0 ]; then
+  skip "not root: cannot install packages or build the image in $cache"
+else
+  rc=0; tools/vm/build-image.sh "$cache" || rc=$?
+  case $rc in
+    0) ;;
+    3) skip "packages or the Debian mirror unavailable; see the messages above";;
+    *) echo "vm: FAIL: building the image failed (exit $rc)" >&2; exit 1;;
+  esac
+fi
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+command -v cpio >/dev/null || skip "cpio not installed"
+make -s BUILD="$build" "$build/braid-verbs-ep-test" >&2 || { echo "vm: FAIL: cannot build $build/braid-verbs-ep-test" >&2; exit 1; }
+
+share=$(mktemp -d "${TMPDIR:-/tmp}/braid-verbs-ep-test.XXXXXX")
+trap 'rm -rf "$share"' EXIT
+cp "$build/braid-verbs-ep-test" "$share/"
+
+# ---- the test, run inside the guest -----------------------------------------------------------
+read -r -d '' guest_test <<'EOF' || true
+set -euo pipefail
+fail() { echo "verbs-ep: FAIL: $*"; exit 1; }
+t=./braid-verbs-ep-test
+if ldd "$t" | grep 'not found'; then fail "a library of the test is missing in the guest"; fi
+for r in 0 3; do
+  echo "verbs-ep: rail $r"
+  "$t" --rail "$r" || fail "rail $r: exit status $?"
+done
+
+echo "verbs-ep: blackhole on rail 0"
+mkfifo /tmp/go
+"$t" --blackhole --rail 0 </tmp/go >/tmp/bh.out 2>&1 &
+pid=$!
+exec 3>/tmp/go
+for _ in $(seq 600); do grep -q READY /tmp/bh.out && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+grep -q READY /tmp/bh.out || { cat /tmp/bh.out; fail "(3) no READY"; }
+braid-fabric netem 0 b loss 100%
+echo go >&3
+rc=0; wait "$pid" || rc=$?
+exec 3>&-
+braid-fabric clear 0
+cat /tmp/bh.out
+[ "$rc" -eq 0 ] || fail "(3) exit status $rc"
+ms=$(sed -n 's/^blackhole: first error after \([0-9]*\) ms.*/\1/p' /tmp/bh.out)
+[ -n "$ms" ] || fail "(3) no error time reported"
+[ "$ms" -le 3000 ] || fail "(3) error after $ms ms, more than 3 s"
+echo "verbs-ep: OK (dead peer detected after $ms ms)"
+EOF
+
+t0=$(now_us)
+rc=0
+tools/vm/run.sh --cache "$cache" --share "$share" --timeout "${VM_TIMEOUT:-180}" -- bash -c "$guest_test" || rc=$?
+took=$(secs $(($(now_us) - t0)))
+if [ "$rc" -ne 0 ]; then
+  echo "vm: FAIL: verbs-ep test in the guest exited $rc (${took} s)"
+  exit 1
+fi
+echo "vm: verbs-ep test passed (${took} s)"
