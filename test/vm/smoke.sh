@@ -8,27 +8,8 @@
 #   test/vm/smoke.sh            (environment: BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cache=${BRAID_VM_CACHE:-/var/cache/braid-vm}
-skip() { echo "vm: skipped ($*)"; exit 0; }
-now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
-secs() { printf '%d.%d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); }
-
-# ---- the image ------------------------------------------------------------------------------
-t0=$(now_us)
-if tools/vm/build-image.sh --check "$cache"; then
-  build_note="cached"
-elif [ "$(id -u)" != 0 ]; then
-  skip "not root: cannot install packages or build the image in $cache"
-else
-  rc=0; tools/vm/build-image.sh "$cache" || rc=$?
-  case $rc in
-    0) build_note="built in $(secs $(($(now_us) - t0))) s";;
-    3) skip "packages or the Debian mirror unavailable; see the messages above";;
-    *) echo "vm: FAIL: building the image failed (exit $rc)" >&2; exit 1;;
-  esac
-fi
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
-command -v cpio >/dev/null || skip "cpio not installed"
+. test/vm/lib.sh
+vm_image
 echo "vm: image: $build_note"
 
 # ---- the test, run inside the guest ---------------------------------------------------------
@@ -78,14 +59,5 @@ fi
 echo "smoke: OK"
 EOF
 
-t1=$(now_us)
-rc=0
-empty=$(mktemp -d) # the smoke needs nothing from the host (the repository would be packed whole)
-tools/vm/run.sh --cache "$cache" --share "$empty" --timeout "${VM_TIMEOUT:-180}" -- bash -c "$guest_test" || rc=$?
-rmdir "$empty"
-took=$(secs $(($(now_us) - t1)))
-if [ "$rc" -ne 0 ]; then
-  echo "vm: FAIL: smoke test in the guest exited $rc (boot+smoke ${took} s)"
-  exit 1
-fi
-echo "vm: smoke passed: boot+smoke ${took} s (image: $build_note)"
+vm_share # the smoke needs nothing from the host (the repository would be packed whole)
+vm_run smoke "$guest_test"

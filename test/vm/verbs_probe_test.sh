@@ -13,31 +13,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${BUILD:-build}
-cache=${BRAID_VM_CACHE:-/var/cache/braid-vm}
-skip() { echo "vm: skipped ($*)"; exit 0; }
-now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
-secs() { printf '%d.%d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); }
-
-# ---- the image (as smoke.sh) and the probe ----------------------------------------------------
-if tools/vm/build-image.sh --check "$cache"; then
-  :
-elif [ "$(id -u)" != 0 ]; then
-  skip "not root: cannot install packages or build the image in $cache"
-else
-  rc=0; tools/vm/build-image.sh "$cache" || rc=$?
-  case $rc in
-    0) ;;
-    3) skip "packages or the Debian mirror unavailable; see the messages above";;
-    *) echo "vm: FAIL: building the image failed (exit $rc)" >&2; exit 1;;
-  esac
-fi
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
-command -v cpio >/dev/null || skip "cpio not installed"
+. test/vm/lib.sh
+vm_image
 make -s BUILD="$build" "$build/braid-verbs-probe" >&2 || { echo "vm: FAIL: cannot build $build/braid-verbs-probe" >&2; exit 1; }
 
-share=$(mktemp -d "${TMPDIR:-/tmp}/braid-verbs-probe.XXXXXX")
-trap 'rm -rf "$share"' EXIT
-cp "$build/braid-verbs-probe" "$share/"
+vm_share "$build/braid-verbs-probe"
 
 # ---- the test, run inside the guest -----------------------------------------------------------
 read -r -d '' guest_test <<'EOF' || true
@@ -125,12 +105,4 @@ grep -q 'no rails: no selected port is ACTIVE (rxe_a3:1)' /tmp/named.out || fail
 echo "verbs-probe: OK"
 EOF
 
-t0=$(now_us)
-rc=0
-tools/vm/run.sh --cache "$cache" --share "$share" --timeout "${VM_TIMEOUT:-180}" -- bash -c "$guest_test" || rc=$?
-took=$(secs $(($(now_us) - t0)))
-if [ "$rc" -ne 0 ]; then
-  echo "vm: FAIL: verbs-probe test in the guest exited $rc (${took} s)"
-  exit 1
-fi
-echo "vm: verbs-probe test passed (${took} s)"
+vm_run "verbs-probe test" "$guest_test"

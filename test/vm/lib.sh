@@ -1,0 +1,47 @@
+# Sourced by the guest tests (test/vm/*.sh), from the repository root:
+#   vm_image             builds or reuses the cached image ($cache); sets $build_note; skips
+#                        (prints "vm: skipped (REASON)", exits 0) where no guest can be booted
+#   vm_share FILE...     a temporary share holding only FILEs (removed at exit), in $share
+#   vm_run NAME SCRIPT   boots the guest, runs the bash SCRIPT inside with $share mounted, and
+#                        reports "vm: NAME passed (S s)" or fails
+cache=${BRAID_VM_CACHE:-/var/cache/braid-vm}
+skip() { echo "vm: skipped ($*)"; exit 0; }
+now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
+secs() { printf '%d.%d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); }
+
+vm_image() {
+  local t0 rc=0
+  t0=$(now_us)
+  if tools/vm/build-image.sh --check "$cache"; then
+    build_note="cached"
+  elif [ "$(id -u)" != 0 ]; then
+    skip "not root: cannot install packages or build the image in $cache"
+  else
+    tools/vm/build-image.sh "$cache" || rc=$?
+    case $rc in
+      0) build_note="built in $(secs $(($(now_us) - t0))) s";;
+      3) skip "packages or the Debian mirror unavailable; see the messages above";;
+      *) echo "vm: FAIL: building the image failed (exit $rc)" >&2; exit 1;;
+    esac
+  fi
+  command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+  command -v cpio >/dev/null || skip "cpio not installed"
+}
+
+vm_share() {
+  share=$(mktemp -d "${TMPDIR:-/tmp}/braid-vm-share.XXXXXX")
+  trap 'rm -rf "$share"' EXIT
+  [ $# -eq 0 ] || cp "$@" "$share/"
+}
+
+vm_run() {
+  local name=$1 script=$2 t0 took rc=0
+  t0=$(now_us)
+  tools/vm/run.sh --cache "$cache" --share "$share" --timeout "${VM_TIMEOUT:-180}" -- bash -c "$script" || rc=$?
+  took=$(secs $(($(now_us) - t0)))
+  if [ "$rc" -ne 0 ]; then
+    echo "vm: FAIL: $name in the guest exited $rc (${took} s)"
+    exit 1
+  fi
+  echo "vm: $name passed (${took} s; image: $build_note)"
+}
