@@ -119,8 +119,7 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
   }
   /* The transport of this connection: the same on both ends.  Where they differ, TCP sockets,
    * unless a side was told BRAID_TRANSPORT=ofi. */
-  enum braid_transport t;
-  bool mine = braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI;
+  bool mine = braid_transport_ofi();
   bool theirs = (h.transport & BRAID_HANDLE_OFI) != 0;
   if (mine != theirs && ((mine && braid_transport_forced()) ||
                          (theirs && (h.transport & BRAID_HANDLE_FORCED)))) {

@@ -71,11 +71,6 @@ static void listen_free(struct braid_listen *l) {
   free(l);
 }
 
-static bool listen_ofi(void) {
-  enum braid_transport t;
-  return braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI;
-}
-
 ncclResult_t braid_setup_listen(const struct braid_device *device, int dev, void *handle,
                                 void **listen_comm) {
   *listen_comm = NULL;
@@ -105,7 +100,7 @@ ncclResult_t braid_setup_listen(const struct braid_device *device, int dev, void
   memcpy(h.secret, l->secret, sizeof h.secret);
   braid_random(&h.listen_id, sizeof h.listen_id);
   h.tuner_fp = braid_tuner_fingerprint();
-  h.transport = (uint8_t)((listen_ofi() ? BRAID_HANDLE_OFI : 0) |
+  h.transport = (uint8_t)((braid_transport_ofi() ? BRAID_HANDLE_OFI : 0) |
                           (braid_transport_forced() ? BRAID_HANDLE_FORCED : 0));
   braid_handle_encode(&h, handle);
   char a[64];
@@ -191,10 +186,10 @@ static struct listen_partial *listen_hello(struct braid_listen *l, int i, uint64
     return listen_drop(l, i, "wrong secret (a stray or misdirected connection)"), NULL;
   /* The connector chose the transport from ours (in the handle) and its own. */
   bool ofi = (h.flags & BRAID_HELLO_OFI) != 0;
-  if (ofi && !listen_ofi())
+  if (ofi && !braid_transport_ofi())
     return listen_drop(l, i, "the peer sends over libfabric, this process uses TCP sockets: set "
                              "BRAID_TRANSPORT alike on every node"), NULL;
-  if (!ofi && listen_ofi() && braid_transport_forced())
+  if (!ofi && braid_transport_ofi() && braid_transport_forced())
     return listen_drop(l, i, "the peer sends over TCP sockets, this process was told "
                              "BRAID_TRANSPORT=ofi: set BRAID_TRANSPORT alike on every node"), NULL;
   if (h.stream == 0 &&

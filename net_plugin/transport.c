@@ -64,4 +64,9 @@ ncclResult_t braid_transport_get(enum braid_transport *t) {
 
 const char *braid_transport_name(void) { return name; }
 
+int braid_transport_ofi(void) {
+  enum braid_transport t;
+  return braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI;
+}
+
 int braid_transport_forced(void) { return strcmp(braid_param_str(BRAID_P_TRANSPORT), "auto") != 0; }

@@ -14,5 +14,7 @@ ncclResult_t braid_transport_get(enum braid_transport *t);
 const char *braid_transport_name(void);
 /* Whether BRAID_TRANSPORT named the transport (socket or ofi) rather than auto. */
 int braid_transport_forced(void);
+/* Whether this process's transport is ofi (false also when the choice failed). */
+int braid_transport_ofi(void);
 
 #endif
