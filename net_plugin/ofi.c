@@ -105,8 +105,8 @@ static int probe_locked(void) {
   if (!list) {
     const char *p = getenv("FI_PROVIDER");
     snprintf(g.why, sizeof g.why, "no libfabric provider offers reliable datagram endpoints with "
-             "tagged messages%s%s%s (fi_getinfo: %s)", p ? " for FI_PROVIDER=" : "", p ? p : "",
-             p ? "" : "", fi.strerror(-rc));
+             "tagged messages%s%s (fi_getinfo: %s)", p ? " for FI_PROVIDER=" : "", p ? p : "",
+             fi.strerror(-rc));
     return -1;
   }
   /* The best provider: FI_PROVIDER's (libfabric already filtered), else by rank. */
@@ -412,7 +412,7 @@ static int mr_get(struct braid_ofi_ep *e, const void *buf, size_t len, void **de
   }
   if (victim < 0) return -EAGAIN;
   struct mr_entry *m = &e->mrc[victim];
-  if (m->mr) fi_close(&m->mr->fid), m->mr = NULL;
+  mr_close(m);
   struct fid_mr *mr = NULL;
   int rc = fi_mr_reg(g.domain[e->d], (void *)lo, hi - lo, FI_SEND | FI_RECV, 0, mr_key(), 0, &mr, NULL);
   if (!rc && e->mr_endpoint) rc = fi_mr_bind(mr, &e->ep->fid, 0);
@@ -522,7 +522,7 @@ static int hdr_slot_of(struct braid_ofi_ep *e, struct op *o) {
 
 /* One completion (or error) for op o. */
 static int complete(struct braid_ofi_ep *e, struct op *o, size_t len, enum braid_ofi_status st,
-                    struct braid_ofi_done *out, int *n, int max) {
+                    struct braid_ofi_done *out, int *n) {
   int slot = hdr_slot_of(e, o);
   if (slot >= 0) {
     if (st != BRAID_OFI_OK || len != BRAID_OFI_HDR_BYTES) {
@@ -538,7 +538,6 @@ static int complete(struct braid_ofi_ep *e, struct op *o, size_t len, enum braid
     e->failed = true;
     return -1;
   }
-  (void)max;
   out[(*n)++] = (struct braid_ofi_done){.ctx = o->ctx, .len = o->kind == OP_RECV ? len : o->len, .status = st};
   pthread_mutex_lock(&e->lock);
   op_put(e, o);
@@ -563,9 +562,9 @@ int braid_ofi_progress(struct braid_ofi_ep *e, struct braid_ofi_done *out, int m
       struct op *o = ee.op_context;
       bool ours = o && o >= e->ops && o < e->ops + OPS && o->kind != OP_FREE;
       if (ours && ee.err == FI_ECANCELED) {
-        complete(e, o, 0, BRAID_OFI_CANCELED, out, &n, max);
+        complete(e, o, 0, BRAID_OFI_CANCELED, out, &n);
       } else if (ours && ee.err == FI_ETRUNC && o->kind == OP_RECV) {
-        complete(e, o, o->len, BRAID_OFI_TRUNCATED, out, &n, max);
+        complete(e, o, o->len, BRAID_OFI_TRUNCATED, out, &n);
       } else {
         char prov[160] = "";
         if (ee.prov_errno) fi_cq_strerror(e->cq, ee.prov_errno, ee.err_data, prov, sizeof prov);
@@ -574,7 +573,7 @@ int braid_ofi_progress(struct braid_ofi_ep *e, struct braid_ofi_done *out, int m
                  !ours ? "an operation" : o->kind == OP_SEND ? "a payload send" : "a payload receive",
                  prov[0] ? ": " : "", prov);
         ep_fail(e, what, ee.err);
-        if (ours) complete(e, o, 0, BRAID_OFI_FAILED, out, &n, max);
+        if (ours) complete(e, o, 0, BRAID_OFI_FAILED, out, &n);
       }
       continue;
     }
@@ -583,7 +582,7 @@ int braid_ofi_progress(struct braid_ofi_ep *e, struct braid_ofi_done *out, int m
       break;
     }
     for (ssize_t i = 0; i < got; i++)
-      if (complete(e, ent[i].op_context, ent[i].len, BRAID_OFI_OK, out, &n, max)) break;
+      if (complete(e, ent[i].op_context, ent[i].len, BRAID_OFI_OK, out, &n)) break;
   }
   return e->failed ? -1 : n;
 }

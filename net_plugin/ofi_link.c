@@ -53,7 +53,7 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
 }
 
 /* Reads what the socket has of the peer's address; 1 complete, 0 not yet, -1 broken. */
-static int link_read(struct braid_comm *c, struct braid_stream *s, char *why, size_t whylen) {
+static int link_read(struct braid_stream *s, char *why, size_t whylen) {
   size_t need = s->ofi_name_got < 2 ? 2 : 2 + (s->ofi_name[0] | (size_t)s->ofi_name[1] << 8);
   if (s->ofi_name_got >= 2 && need == 2) {
     snprintf(why, whylen, "the peer announced an empty endpoint address");
@@ -71,7 +71,7 @@ static int link_read(struct braid_comm *c, struct braid_stream *s, char *why, si
     return snprintf(why, whylen, "receive failed: %s", strerror(errno)), -1;
   }
   s->ofi_name_got += (size_t)n;
-  if (s->ofi_name_got == 2) return link_read(c, s, why, whylen);
+  if (s->ofi_name_got == 2) return link_read(s, why, whylen);
   return s->ofi_name_got == need && need > 2;
 }
 
@@ -89,7 +89,7 @@ int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t 
       return snprintf(why, whylen, "set-up socket failed: %s", strerror(errno)), -1;
     return 1;
   }
-  int rc = link_read(c, s, why, whylen);
+  int rc = link_read(s, why, whylen);
   if (rc < 0) return -1;
   if (rc == 0) {
     if (now - s->ofi_check_ns > c->timeout_ns)

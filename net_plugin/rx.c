@@ -446,7 +446,7 @@ static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool rea
 /* read: whether to call recv() (irecv only places what is already staged: the syscall would
  * delay the send NCCL posts next, and the following test() reads anyway). */
 static void rx_stream(struct braid_comm *c, struct braid_stream *s, bool read) {
-  if (s->ofi || (c->ofi && !s->dead)) {
+  if (c->ofi) {
     if (s->ofi) rx_stream_ofi(c, s, read);
     return;
   }

@@ -97,20 +97,23 @@ static int tx_write_ofi(struct braid_comm *c, struct braid_stream *s) {
   return 0;
 }
 
-/* ofi: reads s's completions (payload sends; acknowledgement headers stay queued for
- * tx_read_acks).  0, or an errno after an endpoint error. */
-static int tx_reap_ofi(struct braid_comm *c, struct braid_stream *s) {
+/* ofi: the link's state, then s's completions (payload sends; acknowledgement headers stay
+ * queued for tx_read_acks).  1 ready, 0 not linked yet, -1 broken with the reason in why. */
+static int tx_poll_ofi(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
+                       size_t whylen) {
+  int lk = braid_ofi_link_ready(c, s, now, why, whylen);
+  if (lk <= 0) return lk;
   struct braid_ofi_done d[32];
   int n;
   do {
     n = braid_ofi_progress(s->ofi, d, 32);
-    if (n < 0) return EIO;
+    if (n < 0) return snprintf(why, whylen, "%s", braid_ofi_error(s->ofi)), -1;
     for (int i = 0; i < n; i++) {
-      if (d[i].status != BRAID_OFI_OK) return EIO;
+      if (d[i].status != BRAID_OFI_OK) return snprintf(why, whylen, "%s", braid_ofi_error(s->ofi)), -1;
       if (d[i].ctx) tx_written_req(c, d[i].ctx, d[i].len);
     }
   } while (n == 32);
-  return 0;
+  return 1;
 }
 
 /* Writes as much of s's batch as the socket takes.  0, or an errno after a hard error. */
@@ -184,11 +187,9 @@ static ncclResult_t tx_progress_single(struct braid_comm *c) {
   if (c->metrics) braid_telemetry_tick(braid_now_ns());
   if (c->ofi) {
     char why[300];
-    int lk = braid_ofi_link_ready(c, s, braid_now_ns(), why, sizeof why);
-    if (lk < 0) return braid_comm_fail(c, ncclRemoteError, "%s", why);
-    if (lk == 0) return ncclSuccess;
-    if (tx_reap_ofi(c, s))
-      return braid_comm_fail(c, ncclRemoteError, "send failed: %s", braid_ofi_error(s->ofi));
+    int rc = tx_poll_ofi(c, s, braid_now_ns(), why, sizeof why);
+    if (rc < 0) return braid_comm_fail(c, ncclRemoteError, "send failed: %s", why);
+    if (rc == 0) return ncclSuccess;
   }
   for (;;) {
     size_t queued = tx_batch_bytes(s);
@@ -404,10 +405,9 @@ static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s, uint64_
 /* ofi: the link's state, completions, then the acknowledgement headers that arrived. */
 static ncclResult_t tx_read_acks_ofi(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
   char why[300];
-  int lk = braid_ofi_link_ready(c, s, now, why, sizeof why);
-  if (lk == 0) return ncclSuccess;
-  if (lk < 0 || tx_reap_ofi(c, s)) {
-    tx_stream_broken(c, s, lk < 0 ? why : braid_ofi_error(s->ofi), now);
+  int rc = tx_poll_ofi(c, s, now, why, sizeof why);
+  if (rc <= 0) {
+    if (rc < 0) tx_stream_broken(c, s, why, now);
     return ncclSuccess;
   }
   const uint8_t *h;
