@@ -11,16 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <infiniband/verbs.h>
+
 #include "log.h"
 #include "param.h"
-
-/* Built without rdma-core's headers (libibverbs-dev), the device half only says so. */
-#if !defined(BRAID_NO_VERBS) && defined(__has_include)
-#if __has_include(<infiniband/verbs.h>)
-#define BRAID_HAVE_VERBS 1
-#include <infiniband/verbs.h>
-#endif
-#endif
 
 /* ---- BRAID_IB_HCA ---- */
 
@@ -151,33 +145,6 @@ int braid_verbs_rails(struct braid_verbs_rail *out, int max, char *why, size_t w
                               (int)braid_param_int(BRAID_P_IB_GID_INDEX), out, max, why, whylen);
 }
 
-#ifndef BRAID_HAVE_VERBS
-
-int braid_verbs_probe(char *why, size_t whylen) {
-  snprintf(why, whylen, "braid was built without rdma-core's headers (apt-get install libibverbs-dev, then rebuild)");
-  return 0;
-}
-
-void *braid_verbs_sym(const char *name) {
-  (void)name;
-  return NULL;
-}
-
-int braid_verbs_port_query(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a) {
-  (void)c, (void)port, (void)a;
-  return -1;
-}
-
-int braid_verbs_discover(const char *hca, const char *hca_var, int gid_index,
-                         struct braid_verbs_rail *out, int max, char *why, size_t whylen) {
-  (void)hca, (void)hca_var, (void)gid_index, (void)out, (void)max;
-  braid_verbs_probe(why, whylen);
-  BRAID_WARN("no verbs rails: %s", why);
-  return 0;
-}
-
-#else
-
 /* ---- libibverbs, loaded at run time: only real exported symbols (post/poll calls are inline,
  * through the context's ops table) ---- */
 
@@ -200,9 +167,13 @@ static int lib_state; /* 0 not tried, 1 loaded, -1 not usable */
 static void *lib_handle; /* libibverbs.so.1 once loaded */
 static char lib_why[256];
 
-static void *sym(void *lib, const char *name, bool *missing) {
+static void *lookup(void *lib, const char *name) {
   void *p = dlvsym(lib, name, "IBVERBS_1.1"); /* the version NCCL binds too */
-  if (!p) p = dlsym(lib, name);
+  return p ? p : dlsym(lib, name);
+}
+
+static void *sym(void *lib, const char *name, bool *missing) {
+  void *p = lookup(lib, name);
   if (!p && !*missing) {
     *missing = true;
     snprintf(lib_why, sizeof lib_why, "libibverbs.so.1 lacks %s (rdma-core too old?)", name);
@@ -265,22 +236,34 @@ int braid_verbs_probe(char *why, size_t whylen) {
 
 /* ibv_query_port as verbs.h's inline does it: the extended op with the full struct when the
  * provider has one, else the exported symbol (which fills the older prefix of the struct). */
-static int port_query(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a) {
+int braid_verbs_port_query(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a) {
   memset(a, 0, sizeof *a);
   struct verbs_context *vctx = verbs_get_ctx_op(c, query_port);
   if (vctx) return vctx->query_port(c, port, a, sizeof *a);
   return ibv.query_port(c, port, (struct _compat_ibv_port_attr *)(void *)a);
 }
 
-int braid_verbs_port_query(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a) {
-  return port_query(c, port, a);
-}
-
 void *braid_verbs_sym(const char *name) {
   char why[8];
+  return lib_ready(why, sizeof why) ? lookup(lib_handle, name) : NULL;
+}
+
+struct ibv_context *braid_verbs_open(const char *dev) {
+  char why[8];
   if (!lib_ready(why, sizeof why)) return NULL;
-  void *p = dlvsym(lib_handle, name, "IBVERBS_1.1");
-  return p ? p : dlsym(lib_handle, name);
+  int n = 0;
+  struct ibv_device **list = ibv.get_device_list(&n);
+  struct ibv_context *c = NULL;
+  for (int i = 0; list && i < n && !c; i++) {
+    const char *name = ibv.get_device_name(list[i]);
+    if (name && !strcmp(name, dev)) c = ibv.open_device(list[i]);
+  }
+  if (list) ibv.free_device_list(list);
+  return c;
+}
+
+void braid_verbs_close(struct ibv_context *c) {
+  if (c) ibv.close_device(c);
 }
 
 /* 1 or 2 from sysfs's "IB/RoCE v1" / "RoCE v2"; 0 when unknown or the entry is empty. */
@@ -363,7 +346,7 @@ struct scan {
 
 static void scan_port(struct scan *sc, struct ibv_context *c, const char *dev, int port) {
   struct ibv_port_attr pa;
-  if (port_query(c, (uint8_t)port, &pa)) {
+  if (braid_verbs_port_query(c, (uint8_t)port, &pa)) {
     BRAID_WARN("%s:%d: ibv_query_port failed; port skipped", dev, port);
     return;
   }
@@ -465,5 +448,3 @@ int braid_verbs_discover(const char *hca, const char *hca_var, int gid_index,
   BRAID_WARN("no verbs rails: %s", why);
   return 0;
 }
-
-#endif

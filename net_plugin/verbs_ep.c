@@ -10,54 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-
-#if !defined(BRAID_NO_VERBS) && defined(__has_include)
-#if __has_include(<infiniband/verbs.h>)
-#define BRAID_HAVE_VERBS 1
 #include <infiniband/verbs.h>
-#endif
-#endif
 
-#ifndef BRAID_HAVE_VERBS
-
-int braid_verbs_ep_open(const struct braid_verbs_rail *rail, int depth, struct braid_verbs_ep **out) {
-  (void)rail, (void)depth;
-  *out = NULL;
-  BRAID_WARN("verbs endpoint: braid was built without rdma-core's headers (libibverbs-dev)");
-  return -1;
-}
-void braid_verbs_ep_addr(const struct braid_verbs_ep *ep, struct braid_verbs_ep_addr *out) {
-  (void)ep;
-  memset(out, 0, sizeof *out);
-}
-int braid_verbs_ep_connect(struct braid_verbs_ep *ep, const struct braid_verbs_ep_addr *peer) {
-  (void)ep, (void)peer;
-  return -1;
-}
-int braid_verbs_ep_reg(struct braid_verbs_ep *ep, void *buf, size_t len, struct braid_verbs_mr *out) {
-  (void)ep, (void)buf, (void)len, (void)out;
-  return -1;
-}
-void braid_verbs_ep_dereg(struct braid_verbs_ep *ep, struct braid_verbs_mr *mr) { (void)ep, (void)mr; }
-int braid_verbs_ep_send(struct braid_verbs_ep *ep, const void *msg, size_t len, uint64_t cookie) {
-  (void)ep, (void)msg, (void)len, (void)cookie;
-  return -1;
-}
-int braid_verbs_ep_write_imm(struct braid_verbs_ep *ep, const struct braid_verbs_mr *mr, size_t off,
-                             size_t len, uint64_t raddr, uint32_t rkey, uint32_t imm, uint64_t cookie) {
-  (void)ep, (void)mr, (void)off, (void)len, (void)raddr, (void)rkey, (void)imm, (void)cookie;
-  return -1;
-}
-int braid_verbs_ep_poll(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, int max) {
-  (void)ep, (void)ev, (void)max;
-  return -1;
-}
-bool braid_verbs_ep_failed(const struct braid_verbs_ep *ep) { (void)ep; return true; }
-const char *braid_verbs_ep_name(const struct braid_verbs_ep *ep) { (void)ep; return "none"; }
-void braid_verbs_ep_close(struct braid_verbs_ep *ep) { (void)ep; }
-
-#else
+#include "log.h"
 
 /* Transport timeout and retries.  The local ACK timeout is 4.096 us * 2^timeout: 14 gives
  * 67.1 ms.  retry_cnt 6 (rxe treats 7 as "retry forever", so never 7) allows 6 retransmissions
@@ -80,11 +35,6 @@ enum {
 
 static struct {
   bool loaded;
-  struct ibv_device **(*get_device_list)(int *);
-  void (*free_device_list)(struct ibv_device **);
-  const char *(*get_device_name)(struct ibv_device *);
-  struct ibv_context *(*open_device)(struct ibv_device *);
-  int (*close_device)(struct ibv_context *);
   struct ibv_pd *(*alloc_pd)(struct ibv_context *);
   int (*dealloc_pd)(struct ibv_pd *);
   struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
@@ -133,11 +83,6 @@ static int load(void) {
   const char *missing = NULL;
 #define LOAD(field, name) \
   if (!(*(void **)&fn.field = braid_verbs_sym(name)) && !missing) missing = name
-  LOAD(get_device_list, "ibv_get_device_list");
-  LOAD(free_device_list, "ibv_free_device_list");
-  LOAD(get_device_name, "ibv_get_device_name");
-  LOAD(open_device, "ibv_open_device");
-  LOAD(close_device, "ibv_close_device");
   LOAD(alloc_pd, "ibv_alloc_pd");
   LOAD(dealloc_pd, "ibv_dealloc_pd");
   LOAD(create_cq, "ibv_create_cq");
@@ -155,19 +100,6 @@ static int load(void) {
   }
   fn.loaded = true;
   return 0;
-}
-
-static struct ibv_context *open_by_name(const char *dev) {
-  int n = 0;
-  struct ibv_device **list = fn.get_device_list(&n);
-  struct ibv_context *c = NULL;
-  for (int i = 0; list && i < n && !c; i++) {
-    const char *name = fn.get_device_name(list[i]);
-    if (name && !strcmp(name, dev)) c = fn.open_device(list[i]);
-  }
-  if (list) fn.free_device_list(list);
-  if (!c) BRAID_WARN("verbs endpoint: cannot open device %s (%s)", dev, n ? "gone or failed to open" : "no devices");
-  return c;
 }
 
 static uint8_t mtu_cap(enum ibv_mtu m) {
@@ -222,7 +154,10 @@ static int to_init(struct braid_verbs_ep *ep) {
 
 static int open_resources(struct braid_verbs_ep *ep) {
   struct ibv_port_attr pa;
-  if (!(ep->ctx = open_by_name(ep->rail.dev))) return -1;
+  if (!(ep->ctx = braid_verbs_open(ep->rail.dev))) {
+    BRAID_WARN("verbs endpoint: cannot open device %s (gone, or failed to open)", ep->rail.dev);
+    return -1;
+  }
   if (braid_verbs_port_query(ep->ctx, (uint8_t)ep->rail.port, &pa)) {
     BRAID_WARN("%s: ibv_query_port failed", ep->name);
     return -1;
@@ -507,10 +442,8 @@ void braid_verbs_ep_close(struct braid_verbs_ep *ep) {
     int rc = fn.dealloc_pd(ep->pd);
     if (rc) BRAID_WARN("%s: ibv_dealloc_pd failed: %s (registrations left?)", ep->name, strerror(rc));
   }
-  if (ep->ctx) fn.close_device(ep->ctx);
+  braid_verbs_close(ep->ctx);
   free(ep->ctrl);
   free(ep->slots);
   free(ep);
 }
-
-#endif
