@@ -2,9 +2,11 @@
 #   vm_image             builds or reuses the cached image ($cache); sets $build_note; skips
 #                        (prints "vm: skipped (REASON)", exits 0) where no guest can be booted
 #   vm_share FILE...     a temporary share holding only FILEs (removed at exit), in $share
+#   vm_share_built NAME  builds $build/NAME on the host (make) and shares only it
 #   vm_run NAME SCRIPT   boots the guest, runs the bash SCRIPT inside with $share mounted, and
 #                        reports "vm: NAME passed (S s)" or fails
 cache=${BRAID_VM_CACHE:-/var/cache/braid-vm}
+build=${BUILD:-build}
 skip() { echo "vm: skipped ($*)"; exit 0; }
 now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
 secs() { printf '%d.%d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); }
@@ -32,6 +34,11 @@ vm_share() {
   share=$(mktemp -d "${TMPDIR:-/tmp}/braid-vm-share.XXXXXX")
   trap 'rm -rf "$share"' EXIT
   [ $# -eq 0 ] || cp "$@" "$share/"
+}
+
+vm_share_built() {
+  make -s BUILD="$build" "$build/$1" >&2 || { echo "vm: FAIL: cannot build $build/$1" >&2; exit 1; }
+  vm_share "$build/$1"
 }
 
 vm_run() {

@@ -12,12 +12,9 @@
 #   test/vm/verbs_probe_test.sh     (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${BUILD:-build}
 . test/vm/lib.sh
 vm_image
-make -s BUILD="$build" "$build/braid-verbs-probe" >&2 || { echo "vm: FAIL: cannot build $build/braid-verbs-probe" >&2; exit 1; }
-
-vm_share "$build/braid-verbs-probe"
+vm_share_built braid-verbs-probe
 
 # ---- the test, run inside the guest -----------------------------------------------------------
 read -r -d '' guest_test <<'EOF' || true
