@@ -97,7 +97,7 @@ void braid_comm_free(struct braid_comm *c) {
   braid_rx_free(c);
   for (int i = 0; c->streams && i < c->nstreams; i++) {
     if (c->streams[i].fd >= 0) close(c->streams[i].fd);
-    free(c->streams[i].ofi_bounce);
+    for (int k = 0; k < BRAID_OFI_RX_DEPTH; k++) free(c->streams[i].ofi_rx[k].bounce);
   }
   pthread_mutex_destroy(&c->ofi_lock);
   free(c->streams);

@@ -21,6 +21,7 @@
 #define BRAID_MSG_WINDOW 1024         /* receive-side messages tracked at once (power of 2) */
 #define BRAID_STAGE_BYTES 4096        /* receive staging: headers and small payloads */
 #define BRAID_SEND_BATCH 16           /* frames written by one writev */
+#define BRAID_OFI_RX_DEPTH 8          /* ofi: payload receives posted ahead per stream */
 
 enum braid_comm_kind { BRAID_COMM_LISTEN = 0x4C, BRAID_COMM_SEND = 0x53, BRAID_COMM_RECV = 0x52 };
 enum braid_req_kind { BRAID_REQ_FREE = 0, BRAID_REQ_SEND, BRAID_REQ_RECV };
@@ -103,6 +104,19 @@ struct braid_rxmsg {
   int nranges, cap_ranges;
 };
 
+/* ofi rx: one frame whose payload is being received (rx.c). */
+struct braid_ofi_rx {
+  struct braid_frame frame;
+  struct braid_rxmsg *msg; /* NULL when discarded */
+  char *dest;              /* where the payload belongs (NULL when discarded) */
+  bool discard;
+  uint8_t state;           /* BRAID_OFI_RX_TAKEN, _POSTED, _DONE */
+  uint64_t tag;
+  char *bounce;            /* with acks: where the payload lands before being copied */
+  size_t bounce_cap;
+};
+enum { BRAID_OFI_RX_TAKEN, BRAID_OFI_RX_POSTED, BRAID_OFI_RX_DONE };
+
 struct braid_stream {
   int fd;
   int rail;
@@ -142,9 +156,10 @@ struct braid_stream {
   uint8_t ofi_name[2 + 256];         /* the peer's address as it arrives: length(2), bytes */
   size_t ofi_name_got;
   uint64_t ofi_tag;                  /* payload tag: frames sent (tx) or headers taken (rx) */
-  bool ofi_posted;                   /* rx: the current frame's payload receive is posted */
-  char *ofi_bounce;                  /* rx with acks: where payloads land before being copied */
-  size_t ofi_bounce_cap;
+  /* rx: frames whose headers were taken, oldest first, each with its payload receive posted
+   * (several at once, so the provider never holds a payload that has nowhere to go) */
+  struct braid_ofi_rx ofi_rx[BRAID_OFI_RX_DEPTH];
+  int ofi_rx_head, ofi_rx_count;
   uint64_t ofi_check_ns;             /* when the socket was last checked for the peer closing */
 };
 

@@ -121,7 +121,11 @@ void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s) {
   bool closed = braid_ofi_ep_close(s->ofi);
   s->ofi = NULL;
   pthread_mutex_unlock(&c->ofi_lock);
-  if (!closed) s->ofi_bounce = NULL, s->ofi_bounce_cap = 0; /* still a receive's target: kept */
+  for (int k = 0; k < BRAID_OFI_RX_DEPTH; k++) {
+    if (!closed) s->ofi_rx[k].bounce = NULL, s->ofi_rx[k].bounce_cap = 0; /* still targets: kept */
+    s->ofi_rx[k].msg = NULL;
+  }
+  s->ofi_rx_count = 0;
   s->ofi_linked = false;
   if (s->fd >= 0) shutdown(s->fd, SHUT_RDWR);
 }

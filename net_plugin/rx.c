@@ -94,11 +94,17 @@ static int rx_range_add(struct braid_rxmsg *m, uint64_t off, uint64_t len) {
 /* A message has all its bytes: into its slot (copying a buffered one), or kept for irecv.  Other
  * streams still reading a copy of one of its chunks finish into the sink. */
 static void rx_msg_complete(struct braid_comm *c, struct braid_rxmsg *m) {
-  for (int s = 0; s < c->nstreams; s++)
-    if (c->streams[s].in_frame && c->streams[s].frame_msg == m) {
-      c->streams[s].frame_discard = true;
-      c->streams[s].frame_msg = NULL;
+  for (int s = 0; s < c->nstreams; s++) {
+    struct braid_stream *st = &c->streams[s];
+    if (st->in_frame && st->frame_msg == m) {
+      st->frame_discard = true;
+      st->frame_msg = NULL;
     }
+    for (int k = 0; k < st->ofi_rx_count; k++) {
+      struct braid_ofi_rx *o = &st->ofi_rx[(st->ofi_rx_head + k) % BRAID_OFI_RX_DEPTH];
+      if (o->msg == m) o->discard = true, o->msg = NULL, o->dest = NULL;
+    }
+  }
   struct braid_req *r = m->req;
   if (!r) return;
   if (m->own) {
@@ -267,7 +273,7 @@ static void rx_end(struct braid_comm *c, struct braid_stream *s) {
 /* A stream broke.  Without acks the connection fails; with acks the sender re-sends the stream's
  * chunks elsewhere and this stream is dropped (a frame it was reading is not counted). */
 static ssize_t rx_stream_broken(struct braid_comm *c, struct braid_stream *s, const char *why) {
-  bool mid = s->in_frame || s->stage_len > s->stage_off;
+  bool mid = s->in_frame || s->stage_len > s->stage_off || s->ofi_rx_count > 0;
   if (!c->acks) {
     braid_comm_fail(c, ncclRemoteError, "%s%s", why, mid ? " in the middle of a message" : "");
     braid_ofi_link_close(c, s); /* no receive stays posted into NCCL's buffer */
@@ -278,9 +284,8 @@ static ssize_t rx_stream_broken(struct braid_comm *c, struct braid_stream *s, co
   s->dead = true;
   s->in_frame = false;
   if (s->ofi) {
-    braid_ofi_link_close(c, s); /* its receives only ever land in its own bounce buffer */
+    braid_ofi_link_close(c, s); /* its receives only ever land in its own bounce buffers */
     s->frame_msg = NULL;
-    s->ofi_posted = false;
   }
   return 0;
 }
@@ -346,49 +351,85 @@ static int rx_payload(struct braid_comm *c, struct braid_stream *s, bool read) {
   return 1;
 }
 
-/* ofi: the current frame's payload receive finished (d).  With acks it landed in the stream's
- * bounce buffer and is copied into place only now, if its message still wants it: a receive
- * that a failed rail leaves stuck in the provider can never write into a buffer NCCL has
- * reused, and nothing needs cancelling (the provider's cancel and close of a receive already
- * under way are not safe everywhere). */
-static void rx_ofi_settled(struct braid_comm *c, struct braid_stream *s, const struct braid_ofi_done *d) {
-  s->ofi_posted = false;
-  if (d->status != BRAID_OFI_OK && !(d->status == BRAID_OFI_TRUNCATED && s->frame_discard)) {
+/* ofi: a frame's payload receive finished (d).  0, or -1 after the stream broke. */
+static int rx_ofi_settled(struct braid_comm *c, struct braid_stream *s, struct braid_ofi_rx *o,
+                          const struct braid_ofi_done *d) {
+  if (d->status != BRAID_OFI_OK && !(d->status == BRAID_OFI_TRUNCATED && o->discard)) {
     rx_stream_broken(c, s, d->status == BRAID_OFI_TRUNCATED ? "a payload longer than its frame header says"
                                                            : "a payload receive failed");
-    return;
+    return -1;
   }
-  if (c->acks && !s->frame_discard && s->frame_msg && s->frame.len)
-    memcpy(s->frame_dest, s->ofi_bounce, s->frame.len);
-  s->frame_left = 0;
-  rx_end(c, s);
+  o->state = BRAID_OFI_RX_DONE;
+  return 0;
 }
 
-/* ofi: where the current frame's payload is received: with acks the stream's bounce buffer
- * (grown to the frame), else straight into place (or the sink for a duplicate).  NULL when out
- * of memory (c failed). */
-static char *rx_ofi_dest(struct braid_comm *c, struct braid_stream *s, size_t *len) {
-  if (s->frame_discard && !c->acks) {
-    *len = s->frame_left > RX_SINK_BYTES ? RX_SINK_BYTES : s->frame_left;
+/* ofi: ends finished frames in the order their headers came (acknowledgements count frames in
+ * stream order).  With acks a payload landed in its slot's bounce buffer and is copied into place
+ * only now, if its message still wants it: a receive that a failed rail leaves stuck in the
+ * provider can never write into a buffer NCCL has reused, and nothing needs cancelling (the
+ * provider's cancel and close of a receive already under way are not safe everywhere). */
+static void rx_ofi_retire(struct braid_comm *c, struct braid_stream *s) {
+  while (s->ofi_rx_count > 0 && !c->err && !s->dead) {
+    struct braid_ofi_rx *o = &s->ofi_rx[s->ofi_rx_head];
+    if (o->state != BRAID_OFI_RX_DONE) return;
+    if (c->acks && !o->discard && o->msg && o->frame.len) memcpy(o->dest, o->bounce, o->frame.len);
+    s->ofi_rx_head = (s->ofi_rx_head + 1) % BRAID_OFI_RX_DEPTH;
+    s->ofi_rx_count--;
+    s->frame = o->frame;
+    s->frame_msg = o->msg;
+    s->frame_discard = o->discard;
+    s->frame_left = 0;
+    o->msg = NULL;
+    rx_end(c, s);
+  }
+}
+
+/* ofi: where o's payload is received: with acks its bounce buffer (grown to the frame), else
+ * straight into place (or the sink for a duplicate).  NULL when out of memory (c failed). */
+static char *rx_ofi_dest(struct braid_comm *c, struct braid_stream *s, struct braid_ofi_rx *o,
+                         size_t *len) {
+  if (o->discard && !c->acks) {
+    *len = o->frame.len > RX_SINK_BYTES ? RX_SINK_BYTES : o->frame.len;
     return c->sink;
   }
-  *len = s->frame_left;
-  if (!c->acks) return s->frame_dest;
-  if (s->ofi_bounce_cap < s->frame_left) {
-    char *b = realloc(s->ofi_bounce, s->frame_left);
+  *len = o->frame.len;
+  if (!c->acks) return o->dest;
+  if (o->bounce_cap < o->frame.len) {
+    char *b = realloc(o->bounce, o->frame.len);
     if (!b) {
-      braid_comm_fail(c, ncclSystemError, "out of memory for a %zu-byte receive buffer", s->frame_left);
+      braid_comm_fail(c, ncclSystemError, "out of memory for a %u-byte receive buffer", o->frame.len);
       return NULL;
     }
-    if (s->ofi) braid_ofi_ep_forget(s->ofi, s->ofi_bounce, s->ofi_bounce_cap);
-    s->ofi_bounce = b, s->ofi_bounce_cap = s->frame_left;
+    if (s->ofi) braid_ofi_ep_forget(s->ofi, o->bounce, o->bounce_cap);
+    o->bounce = b, o->bounce_cap = o->frame.len;
   }
-  return s->ofi_bounce;
+  return o->bounce;
 }
 
-/* ofi: headers from the endpoint's queue, payloads received as rx_ofi_dest says (ofi.h).  read:
- * whether to drive the endpoint (read its completion queue), else only what has already
- * arrived. */
+/* ofi: posts the payload receives of taken frames (in order).  0, 1 when the provider has no
+ * room now, -1 after the stream broke or c failed. */
+static int rx_ofi_post(struct braid_comm *c, struct braid_stream *s) {
+  for (int k = 0; k < s->ofi_rx_count; k++) {
+    struct braid_ofi_rx *o = &s->ofi_rx[(s->ofi_rx_head + k) % BRAID_OFI_RX_DEPTH];
+    if (o->state != BRAID_OFI_RX_TAKEN) continue;
+    if (o->frame.len == 0) {
+      o->state = BRAID_OFI_RX_DONE;
+      continue;
+    }
+    size_t len;
+    char *dst = rx_ofi_dest(c, s, o, &len);
+    if (!dst) return -1;
+    int rc = braid_ofi_recv_payload(s->ofi, dst, len, o->tag, o);
+    if (rc == -EAGAIN) return 1;
+    if (rc) return rx_stream_broken(c, s, braid_ofi_error(s->ofi)), -1;
+    o->state = BRAID_OFI_RX_POSTED;
+  }
+  return 0;
+}
+
+/* ofi: headers from the endpoint's queue, payloads received as rx_ofi_dest says (ofi.h), up to
+ * BRAID_OFI_RX_DEPTH frames at once.  read: whether to drive the endpoint (read its completion
+ * queue), else only what has already arrived. */
 static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool read) {
   char why[300];
   int lk = braid_ofi_link_ready(c, s, braid_now_ns(), why, sizeof why);
@@ -397,39 +438,28 @@ static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool rea
     return;
   }
   if (read) {
-    struct braid_ofi_done d[4];
-    int n = braid_ofi_progress(s->ofi, d, 4);
-    if (n < 0) {
-      rx_stream_broken(c, s, braid_ofi_error(s->ofi));
-      return;
-    }
-    for (int i = 0; i < n && !s->dead && !c->err; i++) {
-      if (d[i].ctx != s || !s->in_frame || !s->ofi_posted) {
-        rx_stream_broken(c, s, "a completion for no posted receive");
-        return;
-      }
-      rx_ofi_settled(c, s, &d[i]);
-    }
-  }
-  while (!c->err && !s->dead) {
-    if (s->in_frame) {
-      if (s->frame_left == 0) {
-        rx_end(c, s);
-        continue;
-      }
-      if (s->ofi_posted) return; /* its payload is on the way */
-      size_t len;
-      char *dst = rx_ofi_dest(c, s, &len);
-      if (!dst) return;
-      int rc = braid_ofi_recv_payload(s->ofi, dst, len, s->ofi_tag - 1, s);
-      if (rc == -EAGAIN) return;
-      if (rc) {
+    struct braid_ofi_done d[BRAID_OFI_RX_DEPTH];
+    int n;
+    do {
+      n = braid_ofi_progress(s->ofi, d, BRAID_OFI_RX_DEPTH);
+      if (n < 0) {
         rx_stream_broken(c, s, braid_ofi_error(s->ofi));
         return;
       }
-      s->ofi_posted = true;
-      return;
-    }
+      for (int i = 0; i < n && !s->dead && !c->err; i++) {
+        struct braid_ofi_rx *o = d[i].ctx;
+        if (o < s->ofi_rx || o >= s->ofi_rx + BRAID_OFI_RX_DEPTH || o->state != BRAID_OFI_RX_POSTED) {
+          rx_stream_broken(c, s, "a completion for no posted receive");
+          return;
+        }
+        if (rx_ofi_settled(c, s, o, &d[i])) return;
+      }
+    } while (n == BRAID_OFI_RX_DEPTH && !s->dead && !c->err);
+  }
+  while (!c->err && !s->dead) {
+    rx_ofi_retire(c, s);
+    if (c->err || s->dead || rx_ofi_post(c, s)) return;
+    if (s->ofi_rx_count == BRAID_OFI_RX_DEPTH) return;
     const uint8_t *h = braid_ofi_hdr_peek(s->ofi);
     if (!h) return;
     struct braid_frame f;
@@ -439,7 +469,15 @@ static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool rea
     }
     if (rx_begin(c, s, &f) <= 0) return;
     braid_ofi_hdr_consume(s->ofi);
-    s->ofi_tag++; /* this frame's payload carries tag ofi_tag - 1 */
+    struct braid_ofi_rx *o = &s->ofi_rx[(s->ofi_rx_head + s->ofi_rx_count++) % BRAID_OFI_RX_DEPTH];
+    o->frame = s->frame;
+    o->msg = s->frame_msg;
+    o->dest = s->frame_dest;
+    o->discard = s->frame_discard;
+    o->state = BRAID_OFI_RX_TAKEN;
+    o->tag = s->ofi_tag++; /* the payload's tag: the frame's number on the stream */
+    s->in_frame = false;
+    s->frame_msg = NULL;
   }
 }
 
