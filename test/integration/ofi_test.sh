@@ -36,6 +36,11 @@ verified "ring allreduce, 3 ranks" "libfabric" allreduce --algo ring -n 3 -b 0 -
 BRAID_NSTREAMS=3 verified "tree allreduce, 4 ranks, 3 streams" "libfabric" \
   allreduce --algo tree -n 4 -b 4 -e 4M -f 9 -d int64 -o min -w 1 -i 3
 
+verified "NCCL's pieces default to 512 KiB over ofi (NCCL_P2P_NET_CHUNKSIZE unset)" \
+  "network pieces (Simple): 524288 bytes" sendrecv -n 2 -b 4M -e 4M -w 1 -i 2
+NCCL_P2P_NET_CHUNKSIZE=65536 verified "a NCCL_P2P_NET_CHUNKSIZE the user set is kept" \
+  "network pieces (Simple): 65536 bytes" sendrecv -n 2 -b 4M -e 4M -w 1 -i 2
+
 unset BRAID_TRANSPORT
 verified "auto keeps TCP sockets when libfabric's best is its own tcp" \
   "transport: TCP sockets (auto: libfabric's best provider here is tcp" sendrecv -n 2 -b 1M -e 1M -w 1 -i 2

@@ -117,6 +117,13 @@ static long opts_env_int(const char *name, long def) {
   return v && *v ? opts_int(v, name, -1000000000L, 1000000000L) : def;
 }
 
+void perf_opts_after_plugin_init(struct perf_opts *o) {
+  o->p2p_chunk = opts_env_size("NCCL_P2P_NET_CHUNKSIZE", o->p2p_chunk);
+  o->buffsize = opts_env_size("NCCL_BUFFSIZE", o->buffsize);
+  if (o->buffsize < 8 * 4096 || o->p2p_chunk < 4096)
+    opts_die("buffer size (NCCL_BUFFSIZE / NCCL_P2P_NET_CHUNKSIZE too small)", "");
+}
+
 static enum perf_proto opts_proto(const char *s) {
   if (!strcasecmp(s, "auto")) return PERF_PROTO_AUTO;
   if (!strcasecmp(s, "LL")) return PERF_PROTO_LL;

@@ -54,6 +54,10 @@ struct perf_opts {
 /* Parses argv; exits on --help, --print-params, or a bad flag. */
 void perf_opts_parse(struct perf_opts *o, int argc, char **argv);
 
+/* NCCL reads NCCL_P2P_NET_CHUNKSIZE and NCCL_BUFFSIZE after its net plugin's init, so a plugin
+ * may set defaults for them (braid does over libfabric): read them again then. */
+void perf_opts_after_plugin_init(struct perf_opts *o);
+
 /* 1 when the run chooses among algorithms (--calibrate, --algo auto|nccl): ring and tree are
  * both connected then, and CollNet is set up when it is enabled (perf_opts_collnet_wanted). */
 int perf_opts_multi_algo(const struct perf_opts *o);

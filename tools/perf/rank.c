@@ -19,11 +19,15 @@
 #define RANK_GRACE_S 10 /* after one rank fails, the others get this long to notice */
 
 /* Everything a rank does between joining and leaving the rendezvous. */
-static int rank_session(const struct perf_opts *o, struct rdv *r) {
+static int rank_session(const struct perf_opts *given, struct rdv *r) {
   int rank = r->rank;
   static struct perf_net pn;
   struct engine *e = &pn.eng;
-  if (setup_plugin(&pn, o, r, rank)) return 2;
+  if (setup_plugin(&pn, given, r, rank)) return 2;
+  static struct perf_opts opts;
+  opts = *given;
+  perf_opts_after_plugin_init(&opts);
+  const struct perf_opts *o = &opts;
   e->nl = &pn.nl;
   e->rdv = r;
   e->rank = rank;

@@ -40,6 +40,9 @@ int report_open(struct report *rp, const struct perf_opts *o, int nranks, const 
          o->nchannels, perf_proto_name(o->proto),
          o->optional_recv ? "optional recv completion on" : "optional recv completion off");
   printf("# %s\n", describe);
+  if (o->op == PERF_SENDRECV)
+    printf("# network pieces (Simple): %zu bytes (NCCL_P2P_NET_CHUNKSIZE, after the plugin's init)\n",
+           o->p2p_chunk);
   printf("# warm-up %d, iterations %d; every output is checked after warm-up, the timed loop "
          "and a verify pass\n", o->warmup, o->iters);
   if (o->repeats > 1)
