@@ -70,7 +70,7 @@ struct braid_verbs_ep {
   uint32_t psn;
   uint16_t lid;
   uint8_t mtu; /* enum ibv_mtu, already capped at 4096 */
-  bool connected, failed;
+  bool connected, failed, fenced;
 };
 
 static int load(void) {
@@ -331,12 +331,13 @@ int braid_verbs_ep_write_imm(struct braid_verbs_ep *ep, const struct braid_verbs
                              size_t len, uint64_t raddr, uint32_t rkey, uint32_t imm, uint64_t cookie) {
   int r = send_ready(ep);
   if (r) return r;
-  if (off > mr->len || len > mr->len - off || len > UINT32_MAX) {
+  if (len && (!mr || off > mr->len || len > mr->len - off || len > UINT32_MAX)) {
     BRAID_WARN("%s: write of %zu bytes at offset %zu outside a registration of %zu", ep->name, len, off, mr->len);
     return -1;
   }
-  struct ibv_sge sge = {.addr = (uintptr_t)mr->addr + off, .length = (uint32_t)len, .lkey = mr->lkey};
-  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+  struct ibv_sge sge = {0};
+  if (len) sge = (struct ibv_sge){.addr = (uintptr_t)mr->addr + off, .length = (uint32_t)len, .lkey = mr->lkey};
+  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = len ? 1 : 0, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
                            .imm_data = htonl(imm)};
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
@@ -404,14 +405,28 @@ int braid_verbs_ep_poll(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, in
 }
 
 bool braid_verbs_ep_failed(const struct braid_verbs_ep *ep) { return ep->failed; }
+
+int braid_verbs_ep_fence(struct braid_verbs_ep *ep) {
+  ep->failed = true;
+  if (ep->fenced) return 0;
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+  int rc = fn.modify_qp(ep->qp, &a, IBV_QP_STATE);
+  if (rc) {
+    BRAID_WARN("%s: QP to ERR failed: %s", ep->name, strerror(rc));
+    return -1;
+  }
+  ep->fenced = true;
+  return 0;
+}
+
+bool braid_verbs_ep_drained(const struct braid_verbs_ep *ep) {
+  return ep->fenced && ep->recv_posted == 0 && ep->send_head == ep->send_tail;
+}
 const char *braid_verbs_ep_name(const struct braid_verbs_ep *ep) { return ep->name; }
 
 /* After the QP is in ERR every posted request completes (flushed); wait for them, bounded. */
 static void drain(struct braid_verbs_ep *ep) {
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-  int rc = fn.modify_qp(ep->qp, &a, IBV_QP_STATE);
-  if (rc) BRAID_WARN("%s: QP to ERR failed: %s", ep->name, strerror(rc));
-  ep->failed = true;
+  int rc = braid_verbs_ep_fence(ep);
   struct timespec t0, t, nap = {0, 100000};
   clock_gettime(CLOCK_MONOTONIC, &t0);
   struct braid_verbs_ev ev[16];

@@ -77,6 +77,7 @@ void braid_verbs_ep_dereg(struct braid_verbs_ep *ep, struct braid_verbs_mr *mr);
 /* Posts: 0 posted, 1 the send queue is full (poll, then try again), -1 error (WARN; failed
  * endpoint, bad length or offset, ibv_post_send refused). */
 int braid_verbs_ep_send(struct braid_verbs_ep *ep, const void *msg, size_t len, uint64_t cookie);
+/* write_imm: len 0 writes nothing (mr may be NULL) and still delivers imm. */
 int braid_verbs_ep_write_imm(struct braid_verbs_ep *ep, const struct braid_verbs_mr *mr, size_t off,
                              size_t len, uint64_t raddr, uint32_t rkey, uint32_t imm, uint64_t cookie);
 
@@ -84,6 +85,13 @@ int braid_verbs_ep_write_imm(struct braid_verbs_ep *ep, const struct braid_verbs
  * polled.  Error completions come back as BRAID_VERBS_EV_ERROR events. */
 int braid_verbs_ep_poll(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, int max);
 bool braid_verbs_ep_failed(const struct braid_verbs_ep *ep);
+/* Fences the endpoint: its QP to ERR, so nothing more is sent from it and nothing arriving on it
+ * lands in memory; every posted request then completes (flushed) through poll.  0, or -1 with a
+ * WARN when the QP cannot be moved. */
+int braid_verbs_ep_fence(struct braid_verbs_ep *ep);
+/* Fenced, and every posted request has come back through poll: the completions of whatever
+ * landed before the fence have all been seen. */
+bool braid_verbs_ep_drained(const struct braid_verbs_ep *ep);
 const char *braid_verbs_ep_name(const struct braid_verbs_ep *ep); /* "rxe_a0:1" */
 
 /* Moves the QP to ERR, drains the CQ (bounded), destroys QP, CQ, control buffers, PD, device

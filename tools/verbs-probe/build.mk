@@ -16,3 +16,12 @@ TARGETS      += $(VERBS_EP_TEST)
 
 $(VERBS_EP_TEST): $(call obj,tools/verbs-probe/ep_test.c net_plugin/verbs_ep.c net_plugin/verbs_dev.c $(COMMON_SRCS))
 	$(CC) $(LDFLAGS) $^ -o $@ -ldl -lpthread
+
+# braid-verbs-conn-test: a striped verbs connection (net_plugin/verbs_conn.c) over rxe_a<r> ->
+# rxe_b<r>, both ends in one process; run in the soft-RoCE guest by test/vm/verbs_conn_test.sh
+# and bench/verbs.sh.
+VERBS_CONN_TEST = $(BUILD)/braid-verbs-conn-test
+TARGETS        += $(VERBS_CONN_TEST)
+
+$(VERBS_CONN_TEST): $(call obj,tools/verbs-probe/conn_test.c net_plugin/verbs_conn.c net_plugin/verbs_ep.c net_plugin/verbs_dev.c net_plugin/sched.c $(COMMON_SRCS))
+	$(CC) $(LDFLAGS) $^ -o $@ -ldl -lpthread -lm

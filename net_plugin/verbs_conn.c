@@ -1,0 +1,593 @@
+/* A verbs connection striped over rails (see verbs_conn.h). */
+#include "verbs_conn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "sched.h"
+
+enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN };
+enum { CH_UNSENT, CH_INFLIGHT, CH_ACKED };
+
+#define CTLQ 64                 /* control messages queued or in flight */
+#define COOKIE_CTL (1ull << 63) /* else a write: seq << 20 | chunk */
+#define TICK_NS 1000000ull
+
+struct ctl_cts {
+  uint8_t type, slot, nrails, pad;
+  uint32_t seq;
+  uint64_t addr, cap;
+  uint32_t rkey[BRAID_VC_MAX_RAILS];
+};
+struct ctl_fence {
+  uint8_t type, rail;
+  uint16_t pad;
+  uint32_t id;
+};
+struct ctl_fenced {
+  uint8_t type, rail;
+  uint16_t open, posted; /* bit per slot: still open; has ever been posted */
+  uint8_t pad[2];
+  uint32_t seq[BRAID_VC_SLOTS];
+};
+struct ctl_fin {
+  uint8_t type, pad[3];
+  uint32_t seq;
+};
+
+struct chunk {
+  uint8_t state;
+  int8_t rail;
+  uint64_t sent_ns;
+};
+
+struct sreq {
+  bool used, have_cts, needs_fin, fin_done;
+  uint32_t seq, nch, acked;
+  const char *buf;
+  size_t size;
+  struct braid_vc_mem *mem;
+  uint64_t raddr;
+  uint32_t rkey[BRAID_VC_MAX_RAILS];
+  struct chunk *ch;
+};
+
+struct rreq {
+  bool used, needs_fin, fin;
+  uint32_t seq, nch, got;
+  size_t cap, size;
+  uint8_t *seen; /* bit per chunk */
+};
+
+struct ctlmsg {
+  bool used, posted;
+  int rail; /* where it was posted */
+  uint32_t len;
+  uint8_t data[sizeof(struct ctl_fenced)];
+};
+
+struct cts_entry {
+  bool valid;
+  struct ctl_cts m;
+};
+
+struct braid_vc {
+  bool sender, failed;
+  char err[256];
+  int nrails;
+  size_t chunk;
+  bool equal;
+  unsigned rr_ctl, rr_equal;
+  struct braid_verbs_ep *ep[BRAID_VC_MAX_RAILS];
+  bool down[BRAID_VC_MAX_RAILS];
+  bool fence_wait[BRAID_VC_MAX_RAILS]; /* sender: FENCED came, applied once the rail drains;
+                                          receiver: FENCED to send once the rail drains */
+  struct ctl_fenced fenced[BRAID_VC_MAX_RAILS];
+  uint64_t rail_bytes[BRAID_VC_MAX_RAILS];
+  uint32_t fence_id;
+  struct braid_sched sched;
+  uint64_t next_tick;
+  struct ctlmsg ctl[CTLQ];
+  /* sender */
+  uint32_t s_seq; /* next isend */
+  struct sreq s[BRAID_VC_SLOTS];
+  struct cts_entry cts[BRAID_VC_SLOTS];
+  /* receiver */
+  uint32_t r_seq; /* next irecv */
+  uint16_t r_posted;
+  struct rreq r[BRAID_VC_SLOTS];
+};
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int vc_fail(struct braid_vc *vc, const char *fmt, const char *a, const char *b) {
+  if (!vc->failed) {
+    vc->failed = true;
+    snprintf(vc->err, sizeof vc->err, fmt, a, b);
+    BRAID_WARN("verbs connection: %s", vc->err);
+  }
+  return -1;
+}
+
+/* ---------- control messages: queued, posted on a live rail, re-posted if that rail fails ---------- */
+
+static int ctl_queue(struct braid_vc *vc, const void *msg, size_t len) {
+  for (int i = 0; i < CTLQ; i++) {
+    if (vc->ctl[i].used) continue;
+    vc->ctl[i] = (struct ctlmsg){.used = true, .rail = -1, .len = (uint32_t)len};
+    memcpy(vc->ctl[i].data, msg, len);
+    return 0;
+  }
+  return vc_fail(vc, "%s%s", "more than 64 control messages waiting for a live rail", "");
+}
+
+static void ctl_post(struct braid_vc *vc) {
+  for (int i = 0; i < CTLQ; i++) {
+    struct ctlmsg *c = &vc->ctl[i];
+    if (!c->used || c->posted) continue;
+    for (int k = 0; k < vc->nrails; k++) {
+      int r = (int)((vc->rr_ctl + (unsigned)k) % (unsigned)vc->nrails);
+      if (vc->down[r]) continue;
+      if (braid_verbs_ep_send(vc->ep[r], c->data, c->len, COOKIE_CTL | (uint64_t)i) == 0) {
+        c->posted = true, c->rail = r;
+        vc->rr_ctl = (unsigned)r + 1;
+        break;
+      }
+    }
+  }
+}
+
+/* ---------- rails ---------- */
+
+static void fail_rail(struct braid_vc *vc, int r, const char *why) {
+  if (vc->down[r]) return;
+  vc->down[r] = true;
+  BRAID_WARN("verbs rail %d (%s): %s; fenced, its data goes on the other rails", r,
+             braid_verbs_ep_name(vc->ep[r]), why);
+  braid_verbs_ep_fence(vc->ep[r]);
+  braid_sched_failed(&vc->sched, r, now_ns());
+  if (vc->sender) {
+    struct ctl_fence f = {.type = CTL_FENCE, .rail = (uint8_t)r, .id = ++vc->fence_id};
+    ctl_queue(vc, &f, sizeof f);
+  } else {
+    vc->fence_wait[r] = true; /* FENCED, unasked, once drained */
+  }
+  int live = 0;
+  for (int i = 0; i < vc->nrails; i++) live += !vc->down[i];
+  if (!live) vc_fail(vc, "every rail failed (the last: %s)%s", why, "");
+}
+
+/* ---------- receiver ---------- */
+
+static bool r_open(const struct rreq *q) {
+  return q->used && !(q->nch && q->got == q->nch && !q->needs_fin);
+}
+
+/* Rail r is fenced and drained: receives open now need the sender's FIN; tell the sender. */
+static void r_send_fenced(struct braid_vc *vc, int r) {
+  struct ctl_fenced f = {.type = CTL_FENCED, .rail = (uint8_t)r, .posted = vc->r_posted};
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    struct rreq *q = &vc->r[k];
+    /* Only a receive rail r may have written into: one with no chunk yet never saw it (every
+     * write r carried has been counted, the rest are gone). */
+    if (r_open(q) && q->got > 0) q->needs_fin = true, f.open |= (uint16_t)(1u << k);
+  }
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) f.seq[k] = vc->r[k].seq;
+  ctl_queue(vc, &f, sizeof f);
+}
+
+static void r_imm(struct braid_vc *vc, uint32_t imm, uint32_t len) {
+  int k = (int)(imm >> 28);
+  uint32_t nch = ((imm >> 14) & 0x3fff) + 1, idx = imm & 0x3fff;
+  struct rreq *q = &vc->r[k];
+  char a[96];
+  snprintf(a, sizeof a, "slot %d, chunk %u of %u, %u bytes", k, idx, nch, len);
+  if (!q->used || idx >= nch || (q->nch && q->nch != nch)) {
+    vc_fail(vc, "garbled write from the peer (%s)%s", a, "");
+    return;
+  }
+  size_t off = (size_t)idx * vc->chunk;
+  if ((idx + 1 < nch && len != vc->chunk) || off + len > q->cap) {
+    vc_fail(vc, "a write that does not fit its receive (%s)%s", a, "");
+    return;
+  }
+  if (!q->nch) {
+    q->nch = nch;
+    if (!(q->seen = calloc((nch + 7) / 8, 1))) {
+      vc_fail(vc, "out of memory%s%s", "", "");
+      return;
+    }
+  }
+  if (q->seen[idx / 8] & (1u << (idx % 8))) return; /* a chunk re-sent after a fence */
+  q->seen[idx / 8] |= (uint8_t)(1u << (idx % 8));
+  q->got++;
+  if (idx == nch - 1) q->size = off + len;
+}
+
+/* ---------- sender ---------- */
+
+static struct sreq *s_find(struct braid_vc *vc, uint32_t seq) {
+  struct sreq *q = &vc->s[seq % BRAID_VC_SLOTS];
+  return q->used && q->seq == seq ? q : NULL;
+}
+
+static void s_bind(struct braid_vc *vc, struct sreq *q) {
+  struct cts_entry *c = &vc->cts[q->seq % BRAID_VC_SLOTS];
+  if (q->have_cts || !c->valid || c->m.seq != q->seq) return;
+  c->valid = false;
+  if (q->size > c->m.cap) {
+    char a[64], b[64];
+    snprintf(a, sizeof a, "%zu", q->size);
+    snprintf(b, sizeof b, "%llu", (unsigned long long)c->m.cap);
+    vc_fail(vc, "a send of %s bytes to a receive of %s bytes: send/receive size mismatch", a, b);
+    return;
+  }
+  q->have_cts = true;
+  q->raddr = c->m.addr;
+  memcpy(q->rkey, c->m.rkey, sizeof q->rkey);
+}
+
+static bool s_finished(const struct sreq *q) {
+  return q->have_cts && q->acked == q->nch && (!q->needs_fin || q->fin_done);
+}
+
+/* The receiver's view after rail r was fenced (f), applied once r has drained here. */
+static void s_apply_fenced(struct braid_vc *vc, int r, const struct ctl_fenced *f) {
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    if (!(f->posted & (1u << k))) continue;
+    uint32_t seq = f->seq[k];
+    bool open = f->open & (1u << k);
+    struct sreq *q = &vc->s[k];
+    if (q->used && !q->have_cts && q->seq == seq && open) q->needs_fin = true;
+    if (q->used && q->have_cts && (int32_t)(seq - q->seq) >= 0) {
+      bool finished_there = seq != q->seq || !open;
+      if (!finished_there) q->needs_fin = true;
+      for (uint32_t i = 0; i < q->nch; i++) {
+        struct chunk *c = &q->ch[i];
+        if (c->state != CH_INFLIGHT || c->rail != r) continue;
+        if (finished_there) c->state = CH_ACKED, q->acked++;
+        else c->state = CH_UNSENT; /* written again on a live rail */
+      }
+    } else if (open && (int32_t)(seq - vc->s_seq) < 0 && !(q->used && q->seq == seq)) {
+      struct ctl_fin m = {.type = CTL_FIN, .seq = seq}; /* done and gone here: FIN at once */
+      ctl_queue(vc, &m, sizeof m);
+    }
+  }
+}
+
+static void s_write_done(struct braid_vc *vc, int r, uint64_t cookie, bool ok, uint64_t now) {
+  struct sreq *q = s_find(vc, (uint32_t)(cookie >> 20));
+  uint32_t idx = (uint32_t)(cookie & 0xfffff);
+  if (!q || idx >= q->nch) return;
+  struct chunk *c = &q->ch[idx];
+  if (c->state != CH_INFLIGHT || c->rail != r || !ok) return; /* a flushed write stays in flight */
+  size_t len = idx + 1 < q->nch ? vc->chunk : q->size - (size_t)idx * vc->chunk;
+  c->state = CH_ACKED;
+  q->acked++;
+  vc->rail_bytes[r] += len;
+  if (!vc->down[r]) braid_sched_acked(&vc->sched, r, len, c->sent_ns, now);
+}
+
+static int pick_equal(struct braid_vc *vc, size_t len) {
+  for (int k = 0; k < vc->nrails; k++) {
+    int r = (int)((vc->rr_equal + (unsigned)k) % (unsigned)vc->nrails);
+    if (vc->down[r]) continue;
+    if (vc->sched.rail[r].inflight + len > braid_sched_cap(&vc->sched, r) && vc->sched.rail[r].inflight) return -1;
+    vc->rr_equal = (unsigned)r + 1;
+    return r;
+  }
+  return -1;
+}
+
+/* Writes unsent chunks, oldest send first, where the scheduler says. */
+static void s_schedule(struct braid_vc *vc, uint64_t now) {
+  size_t pending = 0;
+  for (uint32_t n = vc->s_seq - BRAID_VC_SLOTS; n != vc->s_seq; n++) {
+    struct sreq *q = s_find(vc, n);
+    if (q && q->have_cts) pending += (size_t)(q->nch - q->acked) * vc->chunk;
+  }
+  for (uint32_t n = vc->s_seq - BRAID_VC_SLOTS; n != vc->s_seq; n++) {
+    struct sreq *q = s_find(vc, n);
+    if (!q || !q->have_cts) continue;
+    for (uint32_t i = 0; i < q->nch; i++) {
+      struct chunk *c = &q->ch[i];
+      if (c->state != CH_UNSENT) continue;
+      size_t off = (size_t)i * vc->chunk;
+      size_t len = i + 1 < q->nch ? vc->chunk : q->size - off;
+      int r = vc->equal ? pick_equal(vc, len) : braid_sched_pick(&vc->sched, len, pending, now);
+      if (r < 0 || vc->down[r]) return;
+      uint32_t imm = (uint32_t)(q->seq % BRAID_VC_SLOTS) << 28 | (q->nch - 1) << 14 | i;
+      int rc = braid_verbs_ep_write_imm(vc->ep[r], q->mem ? &q->mem->mr[r] : NULL, off, len,
+                                        q->raddr + off, q->rkey[r], imm, (uint64_t)q->seq << 20 | i);
+      if (rc > 0) return; /* that rail's queue is full: later */
+      if (rc < 0) {
+        fail_rail(vc, r, "posting a write failed");
+        return;
+      }
+      c->state = CH_INFLIGHT, c->rail = (int8_t)r, c->sent_ns = now;
+      braid_sched_sent(&vc->sched, r, len, now);
+      pending = pending > len ? pending - len : 0;
+    }
+  }
+}
+
+/* ---------- events ---------- */
+
+static void on_ctl(struct braid_vc *vc, int r, const uint8_t *d, uint32_t len) {
+  uint8_t type = len ? d[0] : 0;
+  if (vc->sender && type == CTL_CTS && len == sizeof(struct ctl_cts)) {
+    struct ctl_cts m;
+    memcpy(&m, d, sizeof m);
+    if (m.slot != m.seq % BRAID_VC_SLOTS || m.nrails != vc->nrails) {
+      vc_fail(vc, "garbled CTS from the peer%s%s", "", "");
+      return;
+    }
+    vc->cts[m.slot] = (struct cts_entry){.valid = true, .m = m};
+    struct sreq *q = s_find(vc, m.seq);
+    if (q) s_bind(vc, q);
+  } else if (vc->sender && type == CTL_FENCED && len == sizeof(struct ctl_fenced)) {
+    struct ctl_fenced f;
+    memcpy(&f, d, sizeof f);
+    if (f.rail >= vc->nrails) {
+      vc_fail(vc, "garbled FENCED from the peer%s%s", "", "");
+      return;
+    }
+    fail_rail(vc, f.rail, "the peer fenced it");
+    vc->fenced[f.rail] = f;
+    vc->fence_wait[f.rail] = true;
+  } else if (!vc->sender && type == CTL_FENCE && len == sizeof(struct ctl_fence)) {
+    struct ctl_fence f;
+    memcpy(&f, d, sizeof f);
+    if (f.rail >= vc->nrails) {
+      vc_fail(vc, "garbled FENCE from the peer%s%s", "", "");
+      return;
+    }
+    fail_rail(vc, f.rail, "the peer failed it");
+    vc->fence_wait[f.rail] = true;
+  } else if (!vc->sender && type == CTL_FIN && len == sizeof(struct ctl_fin)) {
+    struct ctl_fin m;
+    memcpy(&m, d, sizeof m);
+    struct rreq *q = &vc->r[m.seq % BRAID_VC_SLOTS];
+    if (q->used && q->seq == m.seq) q->fin = true;
+  } else {
+    char t[32];
+    snprintf(t, sizeof t, "%u (%u bytes)", type, len);
+    vc_fail(vc, "unexpected control message of type %s from the peer%s", t, "");
+  }
+  (void)r;
+}
+
+static void on_event(struct braid_vc *vc, int r, const struct braid_verbs_ev *ev, uint64_t now) {
+  switch (ev->kind) {
+  case BRAID_VERBS_EV_SEND_DONE:
+  case BRAID_VERBS_EV_WRITE_DONE:
+    if (ev->cookie & COOKIE_CTL) {
+      struct ctlmsg *c = &vc->ctl[ev->cookie & (CTLQ - 1)];
+      if (vc->sender && c->data[0] == CTL_FIN) {
+        struct ctl_fin m;
+        memcpy(&m, c->data, sizeof m);
+        struct sreq *q = s_find(vc, m.seq);
+        if (q) q->fin_done = true;
+      }
+      c->used = false;
+    } else {
+      s_write_done(vc, r, ev->cookie, true, now);
+    }
+    break;
+  case BRAID_VERBS_EV_CTRL: on_ctl(vc, r, ev->data, ev->len); break;
+  case BRAID_VERBS_EV_WRITE_IMM:
+    if (vc->sender) vc_fail(vc, "a write arrived on a sending connection%s%s", "", "");
+    else r_imm(vc, ev->imm, ev->len);
+    break;
+  case BRAID_VERBS_EV_ERROR:
+    if (ev->cookie & COOKIE_CTL) { /* a control send: post it again on another rail */
+      struct ctlmsg *c = &vc->ctl[ev->cookie & (CTLQ - 1)];
+      if (c->used && c->rail == r) c->posted = false;
+    }
+    fail_rail(vc, r, ev->why);
+    break;
+  }
+}
+
+int braid_vc_progress(struct braid_vc *vc) {
+  if (vc->failed) return -1;
+  uint64_t now = now_ns();
+  struct braid_verbs_ev ev[16];
+  for (int r = 0; r < vc->nrails && !vc->failed; r++) {
+    int n;
+    do {
+      n = braid_verbs_ep_poll(vc->ep[r], ev, 16);
+      if (n < 0) {
+        fail_rail(vc, r, "its completion queue cannot be read");
+        break;
+      }
+      for (int i = 0; i < n && !vc->failed; i++) on_event(vc, r, &ev[i], now);
+    } while (n == 16 && !vc->failed);
+  }
+  for (int r = 0; r < vc->nrails && !vc->failed; r++) {
+    if (!vc->fence_wait[r] || !braid_verbs_ep_drained(vc->ep[r])) continue;
+    vc->fence_wait[r] = false;
+    if (vc->sender) s_apply_fenced(vc, r, &vc->fenced[r]);
+    else r_send_fenced(vc, r);
+  }
+  if (vc->failed) return -1;
+  ctl_post(vc);
+  if (vc->sender) {
+    for (uint32_t n = vc->s_seq - BRAID_VC_SLOTS; n != vc->s_seq; n++) {
+      struct sreq *q = s_find(vc, n);
+      if (q && q->needs_fin && !q->fin_done && q->acked == q->nch && !q->fin_done) {
+        bool queued = false;
+        for (int i = 0; i < CTLQ; i++) {
+          struct ctl_fin m;
+          memcpy(&m, vc->ctl[i].data, sizeof m);
+          queued |= vc->ctl[i].used && m.type == CTL_FIN && m.seq == q->seq;
+        }
+        if (!queued) {
+          struct ctl_fin m = {.type = CTL_FIN, .seq = q->seq};
+          ctl_queue(vc, &m, sizeof m);
+        }
+      }
+    }
+    s_schedule(vc, now);
+    ctl_post(vc);
+  }
+  if (now >= vc->next_tick) {
+    vc->next_tick = now + TICK_NS;
+    struct braid_sched_event e[8];
+    int n = braid_sched_tick(&vc->sched, now, e, 8);
+    for (int i = 0; i < n; i++)
+      if (e[i].reason == BRAID_SCHED_STALLED && vc->sender)
+        fail_rail(vc, e[i].rail, "no write completed for too long (stalled)");
+  }
+  return vc->failed ? -1 : 0;
+}
+
+/* ---------- the API ---------- */
+
+int braid_vc_open(const struct braid_verbs_rail *rails, int nrails, bool sender,
+                  const struct braid_vc_opts *o, struct braid_vc **out) {
+  *out = NULL;
+  if (nrails < 1 || nrails > BRAID_VC_MAX_RAILS || nrails > BRAID_SCHED_MAX_RAILS) {
+    BRAID_WARN("verbs connection: %d rails (1 to %d)", nrails, BRAID_VC_MAX_RAILS);
+    return -1;
+  }
+  struct braid_vc *vc = calloc(1, sizeof *vc);
+  if (!vc) return -1;
+  vc->sender = sender;
+  vc->nrails = nrails;
+  vc->chunk = o && o->chunk ? o->chunk : 128 << 10;
+  vc->equal = o && o->equal;
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) vc->r[k].seq = (uint32_t)k - BRAID_VC_SLOTS;
+  struct braid_sched_params p;
+  braid_sched_params_default(&p);
+  double Bps[BRAID_SCHED_MAX_RAILS] = {0};
+  for (int r = 0; r < nrails; r++) Bps[r] = rails[r].speed_mbps * 125000.0;
+  if (braid_sched_init(&vc->sched, nrails, &p, Bps, now_ns())) {
+    free(vc);
+    return -1;
+  }
+  for (int r = 0; r < nrails; r++)
+    if (braid_verbs_ep_open(&rails[r], 0, &vc->ep[r])) {
+      braid_vc_close(vc);
+      return -1;
+    }
+  *out = vc;
+  return 0;
+}
+
+void braid_vc_addrs(const struct braid_vc *vc, struct braid_verbs_ep_addr *out) {
+  for (int r = 0; r < vc->nrails; r++) braid_verbs_ep_addr(vc->ep[r], &out[r]);
+}
+
+int braid_vc_connect(struct braid_vc *vc, const struct braid_verbs_ep_addr *peer, int npeer) {
+  if (npeer != vc->nrails) {
+    char a[32];
+    snprintf(a, sizeof a, "%d rails, this side %d", npeer, vc->nrails);
+    return vc_fail(vc, "the peer has %s%s", a, "");
+  }
+  for (int r = 0; r < vc->nrails; r++)
+    if (braid_verbs_ep_connect(vc->ep[r], &peer[r])) return vc_fail(vc, "connecting rail %s failed%s", braid_verbs_ep_name(vc->ep[r]), "");
+  return 0;
+}
+
+int braid_vc_reg(struct braid_vc *vc, void *buf, size_t len, struct braid_vc_mem **out) {
+  struct braid_vc_mem *m = calloc(1, sizeof *m);
+  if (!m) return -1;
+  for (int r = 0; len && r < vc->nrails; r++, m->n++)
+    if (braid_verbs_ep_reg(vc->ep[r], buf, len, &m->mr[r])) {
+      braid_vc_dereg(vc, m);
+      return -1;
+    }
+  *out = m;
+  return 0;
+}
+
+void braid_vc_dereg(struct braid_vc *vc, struct braid_vc_mem *m) {
+  if (!m) return;
+  for (int r = 0; r < m->n; r++) braid_verbs_ep_dereg(vc->ep[r], &m->mr[r]);
+  free(m);
+}
+
+int braid_vc_isend(struct braid_vc *vc, const void *buf, size_t size, struct braid_vc_mem *mem, int *req) {
+  if (vc->failed) return -1;
+  if (!vc->sender) return vc_fail(vc, "isend on a receiving connection%s%s", "", "");
+  uint32_t nch = size ? (uint32_t)((size + vc->chunk - 1) / vc->chunk) : 1;
+  if (size > (size_t)BRAID_VC_MAX_CHUNKS * vc->chunk || (size && (!mem || mem->n != vc->nrails))) {
+    char a[64];
+    snprintf(a, sizeof a, "%zu", size);
+    return vc_fail(vc, size && (!mem || mem->n != vc->nrails) ? "a send of %s bytes from unregistered memory%s"
+                                                             : "a send of %s bytes: larger than the connection carries%s", a, "");
+  }
+  struct sreq *q = &vc->s[vc->s_seq % BRAID_VC_SLOTS];
+  if (q->used) return 1;
+  struct chunk *ch = calloc(nch, sizeof *ch);
+  if (!ch) return vc_fail(vc, "out of memory%s%s", "", "");
+  *q = (struct sreq){.used = true, .seq = vc->s_seq++, .nch = nch, .buf = buf, .size = size,
+                     .mem = mem, .ch = ch};
+  s_bind(vc, q);
+  *req = (int)(q - vc->s);
+  return braid_vc_progress(vc);
+}
+
+int braid_vc_irecv(struct braid_vc *vc, void *buf, size_t cap, struct braid_vc_mem *mem, int *req) {
+  if (vc->failed) return -1;
+  if (vc->sender) return vc_fail(vc, "irecv on a sending connection%s%s", "", "");
+  int k = (int)(vc->r_seq % BRAID_VC_SLOTS);
+  struct rreq *q = &vc->r[k];
+  if (q->used) return 1;
+  if (cap && (!mem || mem->n != vc->nrails)) return vc_fail(vc, "a receive into unregistered memory%s%s", "", "");
+  struct ctl_cts m = {.type = CTL_CTS, .slot = (uint8_t)k, .nrails = (uint8_t)vc->nrails,
+                      .seq = vc->r_seq, .addr = (uintptr_t)buf, .cap = cap};
+  for (int r = 0; cap && r < vc->nrails; r++) m.rkey[r] = mem->mr[r].rkey;
+  *q = (struct rreq){.used = true, .seq = vc->r_seq++, .cap = cap};
+  vc->r_posted |= (uint16_t)(1u << k);
+  if (ctl_queue(vc, &m, sizeof m)) return -1;
+  *req = k;
+  return braid_vc_progress(vc);
+}
+
+int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size) {
+  *done = false;
+  if (braid_vc_progress(vc)) return -1;
+  if (req < 0 || req >= BRAID_VC_SLOTS) return vc_fail(vc, "test of an unknown request%s%s", "", "");
+  if (vc->sender) {
+    struct sreq *q = &vc->s[req];
+    if (!q->used) return vc_fail(vc, "test of an unknown request%s%s", "", "");
+    if (!s_finished(q)) return 0;
+    if (size) *size = q->size;
+    free(q->ch);
+    q->ch = NULL;
+    q->used = false;
+  } else {
+    struct rreq *q = &vc->r[req];
+    if (!q->used) return vc_fail(vc, "test of an unknown request%s%s", "", "");
+    if (!q->nch || q->got < q->nch || (q->needs_fin && !q->fin)) return 0;
+    if (size) *size = q->size;
+    free(q->seen);
+    q->seen = NULL;
+    q->used = false;
+  }
+  *done = true;
+  return 0;
+}
+
+const char *braid_vc_error(const struct braid_vc *vc) { return vc->err; }
+uint64_t braid_vc_rail_bytes(const struct braid_vc *vc, int rail) { return vc->rail_bytes[rail]; }
+bool braid_vc_rail_down(const struct braid_vc *vc, int rail) { return vc->down[rail]; }
+
+void braid_vc_close(struct braid_vc *vc) {
+  if (!vc) return;
+  for (int r = 0; r < vc->nrails; r++) braid_verbs_ep_close(vc->ep[r]);
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    free(vc->s[k].ch);
+    free(vc->r[k].seen);
+  }
+  free(vc);
+}

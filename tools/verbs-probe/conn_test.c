@@ -1,0 +1,216 @@
+/* braid-verbs-conn-test: a striped verbs connection (net_plugin/verbs_conn.h) between the rxe_a<r>
+ * and rxe_b<r> rails of the soft-RoCE test guest (tools/vm), both ends in this process.  Keeps up
+ * to 8 messages in flight as NCCL's proxy does, verifies every byte of every message, and prints
+ * the throughput and each rail's share.
+ *   --sizes           messages of 0, 1, 4095 bytes, a chunk, a chunk + 1, 3 MiB + 5 (the rest
+ *                     of the run uses --size)
+ *   --go              after 1 s, print READY and wait for a line on stdin (the caller injects a
+ *                     fault meanwhile), then run --seconds more
+ * Exit status: 0 passed, 1 failed, 2 usage. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "verbs_conn.h"
+
+#define INFLIGHT 8
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static uint8_t pattern(uint64_t msg, size_t i) { return (uint8_t)(msg * 131 + i * 7 + (i >> 12)); }
+
+struct run {
+  struct braid_vc *vc[2]; /* sender, receiver */
+  int nrails;
+  size_t cap;
+  char *sbuf[INFLIGHT], *rbuf[INFLIGHT];
+  struct braid_vc_mem *smem[INFLIGHT], *rmem[INFLIGHT];
+  uint64_t posted, done; /* messages */
+  int sreq[INFLIGHT], rreq[INFLIGHT];
+  size_t size[INFLIGHT];
+  bool sdone[INFLIGHT], rdone[INFLIGHT];
+  uint64_t bytes;
+};
+
+static int fail(struct run *x, const char *what) {
+  printf("FAIL: %s (sender: %s; receiver: %s)\n", what, braid_vc_error(x->vc[0]), braid_vc_error(x->vc[1]));
+  fflush(stdout);
+  return -1;
+}
+
+/* Posts message posted (size sz) on both ends. */
+static int post(struct run *x, size_t sz) {
+  int i = (int)(x->posted % INFLIGHT);
+  for (size_t k = 0; k < sz; k++) x->sbuf[i][k] = (char)pattern(x->posted, k);
+  memset(x->rbuf[i], 0xee, sz < x->cap ? sz + 1 : x->cap);
+  int rc;
+  while ((rc = braid_vc_irecv(x->vc[1], x->rbuf[i], x->cap, x->rmem[i], &x->rreq[i])) == 1) braid_vc_progress(x->vc[0]);
+  if (rc) return fail(x, "irecv");
+  while ((rc = braid_vc_isend(x->vc[0], x->sbuf[i], sz, sz ? x->smem[i] : NULL, &x->sreq[i])) == 1) braid_vc_progress(x->vc[1]);
+  if (rc) return fail(x, "isend");
+  x->size[i] = sz;
+  x->sdone[i] = x->rdone[i] = false;
+  x->posted++;
+  return 0;
+}
+
+/* Completes the oldest message and verifies it. */
+static int finish(struct run *x, double deadline) {
+  int i = (int)(x->done % INFLIGHT);
+  size_t got = 0;
+  while (!x->sdone[i] || !x->rdone[i]) {
+    if (!x->sdone[i] && braid_vc_test(x->vc[0], x->sreq[i], &x->sdone[i], NULL)) return fail(x, "send test");
+    if (!x->rdone[i] && braid_vc_test(x->vc[1], x->rreq[i], &x->rdone[i], &got)) return fail(x, "receive test");
+    if (x->rdone[i] && got != x->size[i]) {
+      printf("FAIL: message %llu: received %zu bytes, sent %zu\n", (unsigned long long)x->done, got, x->size[i]);
+      return -1;
+    }
+    if (now_s() > deadline) return fail(x, "a message did not complete within 30 s");
+  }
+  for (size_t k = 0; k < x->size[i]; k++)
+    if ((uint8_t)x->rbuf[i][k] != pattern(x->done, k)) {
+      printf("FAIL: message %llu (%zu bytes): byte %zu is %u, expected %u\n", (unsigned long long)x->done,
+             x->size[i], k, (uint8_t)x->rbuf[i][k], pattern(x->done, k));
+      return -1;
+    }
+  if (x->size[i] < x->cap && (uint8_t)x->rbuf[i][x->size[i]] != 0xee) {
+    printf("FAIL: message %llu: written past its %zu bytes\n", (unsigned long long)x->done, x->size[i]);
+    return -1;
+  }
+  x->bytes += x->size[i];
+  x->done++;
+  return 0;
+}
+
+/* Streams messages of sz for secs seconds (8 in flight); returns 0 or -1. */
+static int stream(struct run *x, size_t sz, double secs) {
+  double end = now_s() + secs;
+  while (now_s() < end) {
+    while (x->posted - x->done < INFLIGHT)
+      if (post(x, sz)) return -1;
+    if (finish(x, now_s() + 30)) return -1;
+  }
+  while (x->done < x->posted)
+    if (finish(x, now_s() + 30)) return -1;
+  return 0;
+}
+
+static int find_rails(int n, struct braid_verbs_rail *a, struct braid_verbs_rail *b) {
+  char hca[256] = "=", why[512];
+  for (int r = 0; r < n; r++) {
+    char one[40];
+    snprintf(one, sizeof one, "%srxe_a%d,rxe_b%d", r ? "," : "", r, r);
+    strncat(hca, one, sizeof hca - strlen(hca) - 1);
+  }
+  struct braid_verbs_rail all[2 * BRAID_VC_MAX_RAILS];
+  int got = braid_verbs_discover(hca, "the test's filter", -1, all, 2 * BRAID_VC_MAX_RAILS, why, sizeof why);
+  if (got != 2 * n) {
+    printf("FAIL: %s: %d rails (%s)\n", hca, got, got > 0 ? "expected one per device" : why);
+    return -1;
+  }
+  for (int i = 0; i < got; i++) {
+    int r = atoi(all[i].dev + 5);
+    if (all[i].dev[4] == 'a') a[r] = all[i];
+    else b[r] = all[i];
+  }
+  return 0;
+}
+
+static void usage(void) {
+  fputs("usage: braid-verbs-conn-test [--rails N] [--size BYTES] [--chunk BYTES] [--seconds S]\n"
+        "                             [--equal] [--sizes] [--go]\n"
+        "A striped verbs connection over rxe_a<r> -> rxe_b<r>, r < N (default 4), in this process:\n"
+        "8 messages of --size (default 1 MiB) in flight for --seconds (default 3), every byte\n"
+        "verified; prints Mbit/s and each rail's share.  --equal stripes in turn instead of by\n"
+        "braid's scheduler; --sizes first sends 0, 1, 4095 bytes, a chunk, a chunk + 1 and 3 MiB\n"
+        "+ 5; --go prints READY after 1 s and waits for a line on stdin before the timed run.\n",
+        stderr);
+}
+
+int main(int argc, char **argv) {
+  int nrails = 4;
+  size_t size = 1 << 20;
+  double secs = 3;
+  bool sizes = false, go = false;
+  struct braid_vc_opts o = {0};
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--rails") && i + 1 < argc) nrails = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) o.chunk = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) secs = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--equal")) o.equal = true;
+    else if (!strcmp(argv[i], "--sizes")) sizes = true;
+    else if (!strcmp(argv[i], "--go")) go = true;
+    else {
+      usage();
+      return 2;
+    }
+  }
+  if (nrails < 1 || nrails > BRAID_VC_MAX_RAILS || size < 1 || secs <= 0) {
+    usage();
+    return 2;
+  }
+  struct braid_verbs_rail a[BRAID_VC_MAX_RAILS], b[BRAID_VC_MAX_RAILS];
+  if (find_rails(nrails, a, b)) return 1;
+  static struct run x;
+  x.nrails = nrails;
+  size_t chunk = o.chunk ? o.chunk : 128 << 10;
+  x.cap = size > (3u << 20) + 5 ? size : (3u << 20) + 5;
+  if (braid_vc_open(a, nrails, true, &o, &x.vc[0]) || braid_vc_open(b, nrails, false, &o, &x.vc[1])) return 1;
+  struct braid_verbs_ep_addr aa[BRAID_VC_MAX_RAILS], ba[BRAID_VC_MAX_RAILS];
+  braid_vc_addrs(x.vc[0], aa);
+  braid_vc_addrs(x.vc[1], ba);
+  if (braid_vc_connect(x.vc[0], ba, nrails) || braid_vc_connect(x.vc[1], aa, nrails)) return fail(&x, "connect"), 1;
+  for (int i = 0; i < INFLIGHT; i++) {
+    x.sbuf[i] = malloc(x.cap);
+    x.rbuf[i] = malloc(x.cap);
+    if (!x.sbuf[i] || !x.rbuf[i] || braid_vc_reg(x.vc[0], x.sbuf[i], x.cap, &x.smem[i]) ||
+        braid_vc_reg(x.vc[1], x.rbuf[i], x.cap, &x.rmem[i]))
+      return fail(&x, "buffers"), 1;
+  }
+  printf("connected: %d rails, chunk %zu, %s striping\n", nrails, chunk, o.equal ? "equal" : "adaptive");
+  int rc = 0;
+  if (sizes) {
+    const size_t sz[] = {0, 1, 4095, chunk, chunk + 1, (3u << 20) + 5};
+    for (size_t k = 0; k < sizeof sz / sizeof sz[0] && !rc; k++) {
+      rc = post(&x, sz[k]) || finish(&x, now_s() + 30) ? -1 : 0;
+      if (!rc) printf("size %zu: verified\n", sz[k]);
+    }
+  }
+  if (!rc && go) {
+    rc = stream(&x, size, 1);
+    printf("READY\n");
+    fflush(stdout);
+    char line[16];
+    if (!rc && !fgets(line, sizeof line, stdin)) rc = fail(&x, "no go line on stdin");
+  }
+  if (!rc) {
+    uint64_t b0 = x.bytes, m0 = x.done, rb0[BRAID_VC_MAX_RAILS];
+    for (int r = 0; r < nrails; r++) rb0[r] = braid_vc_rail_bytes(x.vc[0], r);
+    double t0 = now_s();
+    rc = stream(&x, size, secs);
+    double dt = now_s() - t0;
+    if (!rc) {
+      printf("throughput %.1f Mbit/s: %llu messages of %zu bytes in %.2f s, every byte verified\n",
+             (double)(x.bytes - b0) * 8 / dt / 1e6, (unsigned long long)(x.done - m0), size, dt);
+      for (int r = 0; r < nrails; r++)
+        printf("rail %d: %.1f Mbit/s%s\n", r, (double)(braid_vc_rail_bytes(x.vc[0], r) - rb0[r]) * 8 / dt / 1e6,
+               braid_vc_rail_down(x.vc[0], r) ? " (down)" : "");
+    }
+  }
+  for (int i = 0; i < INFLIGHT; i++) {
+    braid_vc_dereg(x.vc[0], x.smem[i]);
+    braid_vc_dereg(x.vc[1], x.rmem[i]);
+    free(x.sbuf[i]);
+    free(x.rbuf[i]);
+  }
+  braid_vc_close(x.vc[0]);
+  braid_vc_close(x.vc[1]);
+  printf(rc ? "FAILED\n" : "PASSED\n");
+  return rc ? 1 : 0;
+}
