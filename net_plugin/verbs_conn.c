@@ -467,6 +467,14 @@ int braid_vc_open(const struct braid_verbs_rail *rails, int nrails, bool sender,
   for (int k = 0; k < BRAID_VC_SLOTS; k++) vc->r[k].seq = (uint32_t)k - BRAID_VC_SLOTS;
   struct braid_sched_params p;
   braid_sched_params_default(&p);
+  /* A rail's queue of written-but-unacknowledged chunks must drain well within the QP's ACK
+   * timeout (verbs_ep.c), or a slow rail's writes time out and are retransmitted until the
+   * rail is declared dead: a slow rail may hold as little as one chunk, probes are one chunk. */
+  p.inflight_min = p.probe_inflight = vc->chunk;
+  /* ... while a rail's in-flight time must stay well above the round trip of one chunk, or the
+   * estimate settles below the link's rate (it measures what the cap lets through): 60 ms is
+   * half the ACK timeout. */
+  p.queue_target_ns = 60000000;
   double Bps[BRAID_SCHED_MAX_RAILS] = {0};
   for (int r = 0; r < nrails; r++) Bps[r] = rails[r].speed_mbps * 125000.0;
   if (braid_sched_init(&vc->sched, nrails, &p, Bps, now_ns())) {
