@@ -18,7 +18,7 @@ void report_text(FILE *f, const struct row *rows, size_t n) {
     if (isfinite(w->r.time_s) && isfinite(w->healthy_s) && w->healthy_s > 0)
       snprintf(slow, sizeof slow, "%.2fx", w->r.time_s / w->healthy_s);
     else snprintf(slow, sizeof slow, "-");
-    fprintf(f, "%-12s %-11s %7ld %11s %11.1f %11.1f %9s %7.2f  %s\n", scenario_name(w->sc),
+    fprintf(f, "%-12s %-11s %7ld %11s %11.4g %11.4g %9s %7.2f  %s\n", scenario_name(w->sc),
             algo_name(w->algo, w->braid), w->gpus, t, w->r.algbw_Bps / 1e9, w->r.busbw_Bps / 1e9, slow,
             w->wall_s, w->r.note);
   }
@@ -52,7 +52,7 @@ void report_scaling_text(FILE *f, const struct row *rows, size_t n) {
     const struct row *w = &rows[i], *b = base(rows, n, w);
     char t[32];
     fmt_time(t, sizeof t, w->r.time_s);
-    fprintf(f, "%-12s %-11s %7ld %11s %11.1f %9.1f%%\n", scenario_name(w->sc), algo_name(w->algo, w->braid),
+    fprintf(f, "%-12s %-11s %7ld %11s %11.4g %9.1f%%\n", scenario_name(w->sc), algo_name(w->algo, w->braid),
             w->gpus, t, w->r.busbw_Bps / 1e9,
             b->r.busbw_Bps > 0 ? 100 * w->r.busbw_Bps / b->r.busbw_Bps : 0);
   }

@@ -85,9 +85,9 @@ void stripe_print(const struct stripe_cache *c, FILE *f) {
     double sum = 0;
     fprintf(f, "  rails [");
     for (int r = 0; r < e->n; r++) {
-      fprintf(f, "%s%g", r ? " " : "", e->rates[r] / 1e9);
+      fprintf(f, "%s%.4g", r ? " " : "", e->rates[r] / 1e9);
       sum += e->rates[r];
     }
-    fprintf(f, "] GB/s -> %.2f GB/s delivered (%.1f%% of the up rails' sum)\n", e->Bps / 1e9, 100 * e->Bps / sum);
+    fprintf(f, "] GB/s -> %.4g GB/s delivered (%.1f%% of the up rails' sum)\n", e->Bps / 1e9, 100 * e->Bps / sum);
   }
 }
