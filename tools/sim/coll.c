@@ -1,5 +1,6 @@
 /* Allreduce dispatch and bandwidth figures (see coll.h). */
 #include <math.h>
+#include <stdio.h>
 
 #include "coll.h"
 
@@ -12,6 +13,13 @@ const char *algo_name(enum algo a, bool braid) {
 int coll_run(const struct cluster *cl, enum algo a, bool braid, struct coll_result *res) {
   int rc;
   res->note[0] = 0;
+  bool cut_off = false; /* braid: some node with no rail up at all */
+  for (int n = 0; n < cl->nodes; n++) cut_off |= cl->striped[n] <= 0;
+  if (braid && cut_off && (cl->nodes > 1 || a == ALGO_PS)) {
+    *res = (struct coll_result){.time_s = INFINITY};
+    snprintf(res->note, sizeof res->note, "cannot run: a node has no rail up");
+    return 0;
+  }
   switch (a) {
   case ALGO_RING: rc = coll_ring(cl, braid, res); break;
   case ALGO_TREE: rc = coll_tree(cl, braid, res); break;

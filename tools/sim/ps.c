@@ -83,7 +83,7 @@ int coll_ps(const struct cluster *cl, bool braid, struct coll_result *res) {
   memset(w, 1, (size_t)S); /* before the first measurement: equal */
   struct ps_rate rate[PS_MAX_SERVERS];
   memset(rate, 0, sizeof rate);
-  double t_net = 0, bytes_to[PS_MAX_SERVERS];
+  double t_net = 0, t_base = 0, bytes_to[PS_MAX_SERVERS]; /* t_base: when this op starts */
   for (int op = 0; op < c->ps_ops; op++) {
     memset(bytes_to, 0, sizeof bytes_to);
     for (uint32_t p = 0; p < nparts; p++) {
@@ -116,11 +116,12 @@ int coll_ps(const struct cluster *cl, bool braid, struct coll_result *res) {
     for (int s = 0; s < S; s++) {
       if (bytes_to[s] <= 0) continue;
       const struct flow *pull = &f[((size_t)k0 * (size_t)per * (size_t)S + (size_t)s) * 2 + 1];
-      uint64_t t0 = (uint64_t)(op * 1e10), t1 = t0 + (uint64_t)(pull->done_s * 1e9);
+      uint64_t t0 = (uint64_t)(t_base * 1e9), t1 = t0 + (uint64_t)(pull->done_s * 1e9);
       ps_rate_start(&rate[s], t0);
       ps_rate_done(&rate[s], t1, (size_t)bytes_to[s]);
     }
-    for (int s = 0; s < S; s++) ps_rate_window(&rate[s], (uint64_t)((op + 1) * 1e10));
+    t_base += t_net;
+    for (int s = 0; s < S; s++) ps_rate_window(&rate[s], (uint64_t)(t_base * 1e9));
     ps_weights(rate, S, 0, w);
     res->steps += (double)nf;
   }

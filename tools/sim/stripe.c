@@ -88,6 +88,7 @@ void stripe_print(const struct stripe_cache *c, FILE *f) {
       fprintf(f, "%s%.4g", r ? " " : "", e->rates[r] / 1e9);
       sum += e->rates[r];
     }
-    fprintf(f, "] GB/s -> %.4g GB/s delivered (%.1f%% of the up rails' sum)\n", e->Bps / 1e9, 100 * e->Bps / sum);
+    if (sum > 0) fprintf(f, "] GB/s -> %.4g GB/s delivered (%.1f%% of the up rails' sum)\n", e->Bps / 1e9, 100 * e->Bps / sum);
+    else fprintf(f, "] GB/s -> no rail up\n");
   }
 }
