@@ -131,6 +131,21 @@ TEST(SimRing, SlowNicSlowsPlainRingsNotBraid) {
   EXPECT_EQ(2, slow.Go(ALGO_RING, false).simulated) << "one healthy ring and the faulty rail's";
 }
 
+TEST(SimTree, TwoNodesIsTheClosedForm) {
+  // Two nodes, one GPU and one NIC each, two channels (one per tree): each NIC carries M/2 up
+  // on one tree and M/2 down on the other, both ways at once: M/B, plus the pipeline's fill (the
+  // first chunk's trip up, at half the NIC) and a step's latency each way.
+  sim_cfg c = Small(2, 1, 1);
+  c.channels_per_rail = 2;
+  Net run(c, SC_HEALTHY);
+  coll_result r = run.Go(ALGO_TREE, false);
+  double M = c.msg_mib * (1 << 20), B = c.nic_gbps * 1e9 / 8, chunk = c.tree_chunk_kib * 1024;
+  double L = (c.net_lat_us + c.switch_lat_us) * 1e-6;
+  double closed = M / B + chunk / (B / 2) + 2 * L;
+  EXPECT_NEAR(closed, r.time_s, 0.02 * closed);
+  EXPECT_NEAR(B, r.busbw_Bps, 0.02 * B);
+}
+
 TEST(SimPs, EnoughServersGiveMOverB) {
   sim_cfg c = Small(8, 1, 1);
   c.servers = 8;
