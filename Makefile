@@ -66,6 +66,7 @@ TARGETS = $(PLUGIN) $(PERF) $(TRACE) $(STAT) $(PS) $(REFS) $(if $(TUNER_SRCS),$(
 include tools/perf/build.mk
 include tools/trace/build.mk
 include tools/verbs-probe/build.mk
+include tools/sim/build.mk
 
 # braid-tune (tools/tune): the tuner's library, cairo for --png.
 TUNE_SRCS    = $(wildcard tools/tune/*.c)
@@ -156,7 +157,7 @@ install: all
 	install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(TRACE) $(TUNER) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/braid-trace-shape $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(PERF) $(STAT) $(PS) $(if $(TUNER_SRCS),$(TUNE)) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(PERF) $(STAT) $(PS) $(SIM) $(if $(TUNER_SRCS),$(TUNE)) $(DESTDIR)$(PREFIX)/bin/
 
 clean:
 	rm -rf build

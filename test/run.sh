@@ -41,6 +41,8 @@ suite tuner-driver env BUILD=build tools/perf/test/tuner_smoke.sh
 suite tuner-driver-sanitized env BUILD=build/san tools/perf/test/tuner_smoke.sh
 suite tune-tool env BUILD=build tools/tune/test/smoke.sh
 suite tune-tool-sanitized env BUILD=build/san tools/tune/test/smoke.sh
+suite sim ./test/sim/run.sh build
+suite sim-sanitized ./test/sim/run.sh build/san SAN=1 OPT=-O1
 suite netbed ./test/integration/netbed_test.sh build
 suite netbed-sanitized ./test/integration/netbed_test.sh build/san
 suite ofi ./test/integration/ofi_test.sh build
