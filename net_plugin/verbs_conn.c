@@ -9,11 +9,13 @@
 #include "log.h"
 #include "sched.h"
 
-enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN };
+enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN, CTL_AREA };
 enum { CH_UNSENT, CH_INFLIGHT, CH_ACKED };
 
 #define CTLQ 64                 /* control messages queued or in flight */
-#define COOKIE_CTL (1ull << 63) /* else a write: seq << 20 | chunk */
+#define COOKIE_CTL (1ull << 63)   /* else a write: seq << 20 | chunk */
+#define COOKIE_PROBE (1ull << 62) /* a probe write into the scratch area */
+#define PROBE_SLOT 15             /* the immediate's slot of a probe */
 #define TICK_NS 1000000ull
 
 struct ctl_cts {
@@ -37,6 +39,14 @@ struct ctl_fin {
   uint8_t type, pad[3];
   uint32_t seq;
 };
+struct ctl_area { /* the receiver's scratch area for probes */
+  uint8_t type, nrails, pad[6];
+  uint64_t addr, len;
+  uint32_t rkey[BRAID_VC_MAX_RAILS];
+};
+
+_Static_assert(sizeof(struct ctl_cts) <= 64 && sizeof(struct ctl_fenced) <= 64 &&
+               sizeof(struct ctl_area) <= 64 && 64 <= BRAID_VERBS_CTRL_MAX, "control message sizes");
 
 struct chunk {
   uint8_t state;
@@ -66,7 +76,7 @@ struct ctlmsg {
   bool used, posted;
   int rail; /* where it was posted */
   uint32_t len;
-  uint8_t data[sizeof(struct ctl_fenced)];
+  uint8_t data[64]; /* the largest control message (static_assert below) */
 };
 
 struct cts_entry {
@@ -91,6 +101,14 @@ struct braid_vc {
   struct braid_sched sched;
   uint64_t next_tick;
   struct ctlmsg ctl[CTLQ];
+  /* probes: the receiver's scratch area (receiver: its own, registered) */
+  bool area_valid;
+  struct ctl_area area;
+  void *scratch;
+  struct braid_vc_mem *scratch_mem;
+  size_t probe_len[BRAID_VC_MAX_RAILS];
+  uint64_t probe_sent[BRAID_VC_MAX_RAILS];
+  bool probe_out[BRAID_VC_MAX_RAILS];
   /* sender */
   uint32_t s_seq; /* next isend */
   struct sreq s[BRAID_VC_SLOTS];
@@ -185,11 +203,12 @@ static void r_send_fenced(struct braid_vc *vc, int r) {
 
 static void r_imm(struct braid_vc *vc, uint32_t imm, uint32_t len) {
   int k = (int)(imm >> 28);
+  if (k == PROBE_SLOT) return; /* a probe, in the scratch area */
   uint32_t nch = ((imm >> 14) & 0x3fff) + 1, idx = imm & 0x3fff;
-  struct rreq *q = &vc->r[k];
+  struct rreq *q = &vc->r[k % BRAID_VC_SLOTS];
   char a[96];
   snprintf(a, sizeof a, "slot %d, chunk %u of %u, %u bytes", k, idx, nch, len);
-  if (!q->used || idx >= nch || (q->nch && q->nch != nch)) {
+  if (k >= BRAID_VC_SLOTS || !q->used || idx >= nch || (q->nch && q->nch != nch)) {
     vc_fail(vc, "garbled write from the peer (%s)%s", a, "");
     return;
   }
@@ -286,6 +305,21 @@ static int pick_equal(struct braid_vc *vc, size_t len) {
   return -1;
 }
 
+/* Rails up but not ACTIVE (demoted or on probation), and rails up, as bit masks. */
+static uint32_t s_demoted(const struct braid_vc *vc) {
+  uint32_t m = 0;
+  for (int r = 0; r < vc->nrails; r++)
+    if (!vc->down[r] && vc->sched.rail[r].state != BRAID_RAIL_ACTIVE) m |= 1u << r;
+  return m;
+}
+
+static uint32_t s_live(const struct braid_vc *vc) {
+  uint32_t m = 0;
+  for (int r = 0; r < vc->nrails; r++)
+    if (!vc->down[r]) m |= 1u << r;
+  return m;
+}
+
 /* Writes unsent chunks, oldest send first, where the scheduler says. */
 static void s_schedule(struct braid_vc *vc, uint64_t now) {
   size_t pending = 0;
@@ -303,6 +337,24 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
       size_t len = i + 1 < q->nch ? vc->chunk : q->size - off;
       int r = vc->equal ? pick_equal(vc, len) : braid_sched_pick(&vc->sched, len, pending, now);
       if (r < 0 || vc->down[r]) return;
+      uint32_t demoted = s_demoted(vc);
+      if (!vc->equal && (demoted >> r & 1) && demoted != s_live(vc)) {
+        /* a probe of a demoted rail goes into the scratch area, never with a message's data */
+        if (vc->area_valid && !vc->probe_out[r] && len && len <= vc->area.len) {
+          int rc = braid_verbs_ep_write_imm(vc->ep[r], &q->mem->mr[r], off, len, vc->area.addr,
+                                            vc->area.rkey[r], (uint32_t)PROBE_SLOT << 28, COOKIE_PROBE);
+          if (rc < 0) {
+            fail_rail(vc, r, "posting a probe failed");
+            return;
+          }
+          if (rc == 0) {
+            vc->probe_out[r] = true, vc->probe_len[r] = len, vc->probe_sent[r] = now;
+            braid_sched_sent(&vc->sched, r, len, now);
+          }
+        }
+        r = braid_sched_pick_avoid(&vc->sched, len, pending, demoted, now);
+        if (r < 0 || vc->down[r]) return;
+      }
       uint32_t imm = (uint32_t)(q->seq % BRAID_VC_SLOTS) << 28 | (q->nch - 1) << 14 | i;
       int rc = braid_verbs_ep_write_imm(vc->ep[r], q->mem ? &q->mem->mr[r] : NULL, off, len,
                                         q->raddr + off, q->rkey[r], imm, (uint64_t)q->seq << 20 | i);
@@ -332,6 +384,9 @@ static void on_ctl(struct braid_vc *vc, int r, const uint8_t *d, uint32_t len) {
     vc->cts[m.slot] = (struct cts_entry){.valid = true, .m = m};
     struct sreq *q = s_find(vc, m.seq);
     if (q) s_bind(vc, q);
+  } else if (vc->sender && type == CTL_AREA && len == sizeof(struct ctl_area)) {
+    memcpy(&vc->area, d, sizeof vc->area);
+    vc->area_valid = vc->area.nrails == vc->nrails;
   } else if (vc->sender && type == CTL_FENCED && len == sizeof(struct ctl_fenced)) {
     struct ctl_fenced f;
     memcpy(&f, d, sizeof f);
@@ -377,6 +432,9 @@ static void on_event(struct braid_vc *vc, int r, const struct braid_verbs_ev *ev
         if (q) q->fin_done = true;
       }
       c->used = false;
+    } else if (ev->cookie & COOKIE_PROBE) {
+      vc->probe_out[r] = false;
+      if (!vc->down[r]) braid_sched_acked(&vc->sched, r, vc->probe_len[r], vc->probe_sent[r], now);
     } else {
       s_write_done(vc, r, ev->cookie, true, now);
     }
@@ -502,7 +560,13 @@ int braid_vc_connect(struct braid_vc *vc, const struct braid_verbs_ep_addr *peer
   }
   for (int r = 0; r < vc->nrails; r++)
     if (braid_verbs_ep_connect(vc->ep[r], &peer[r])) return vc_fail(vc, "connecting rail %s failed%s", braid_verbs_ep_name(vc->ep[r]), "");
-  return 0;
+  if (vc->sender) return 0;
+  if (!(vc->scratch = malloc(vc->chunk)) || braid_vc_reg(vc, vc->scratch, vc->chunk, &vc->scratch_mem))
+    return vc_fail(vc, "cannot register the probes' scratch area%s%s", "", "");
+  struct ctl_area a = {.type = CTL_AREA, .nrails = (uint8_t)vc->nrails, .addr = (uintptr_t)vc->scratch,
+                       .len = vc->chunk};
+  for (int r = 0; r < vc->nrails; r++) a.rkey[r] = vc->scratch_mem->mr[r].rkey;
+  return ctl_queue(vc, &a, sizeof a) ? -1 : braid_vc_progress(vc);
 }
 
 int braid_vc_reg(struct braid_vc *vc, void *buf, size_t len, struct braid_vc_mem **out) {
@@ -586,12 +650,34 @@ int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size) {
   return 0;
 }
 
+void braid_vc_describe(const struct braid_vc *vc, char *buf, size_t len) {
+  size_t n = 0;
+#define PUT(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
+  buf[0] = 0;
+  for (int r = 0; r < vc->nrails; r++)
+    PUT("rail %d: %s, state %d, %zu bytes in flight%s%s; ", r, vc->down[r] ? "down" : "up",
+        (int)vc->sched.rail[r].state, vc->sched.rail[r].inflight, vc->probe_out[r] ? ", probe out" : "",
+        vc->fence_wait[r] ? ", fence pending" : "");
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    const struct sreq *q = &vc->s[k];
+    const struct rreq *p = &vc->r[k];
+    if (vc->sender && q->used)
+      PUT("send %u: cts %d, %u/%u chunks acked, fin %d/%d; ", q->seq, q->have_cts, q->acked, q->nch,
+          q->needs_fin, q->fin_done);
+    if (!vc->sender && p->used)
+      PUT("recv %u: %u/%u chunks, fin %d/%d; ", p->seq, p->got, p->nch, p->needs_fin, p->fin);
+  }
+#undef PUT
+}
+
 const char *braid_vc_error(const struct braid_vc *vc) { return vc->err; }
 uint64_t braid_vc_rail_bytes(const struct braid_vc *vc, int rail) { return vc->rail_bytes[rail]; }
 bool braid_vc_rail_down(const struct braid_vc *vc, int rail) { return vc->down[rail]; }
 
 void braid_vc_close(struct braid_vc *vc) {
   if (!vc) return;
+  braid_vc_dereg(vc, vc->scratch_mem);
+  free(vc->scratch);
   for (int r = 0; r < vc->nrails; r++) braid_verbs_ep_close(vc->ep[r]);
   for (int k = 0; k < BRAID_VC_SLOTS; k++) {
     free(vc->s[k].ch);

@@ -8,7 +8,10 @@
  * is one empty write); every chunk is a WRITE_WITH_IMM whose immediate names the receive slot,
  * the chunk and the chunk count, and the receiver counts distinct chunks (the last one's length
  * gives the size).  The sender knows a chunk has landed when its write completes (RC: the
- * peer's HCA acknowledged it), which is the scheduler's acknowledgement.
+ * peer's HCA acknowledged it), which is the scheduler's acknowledgement.  Data never rides on a
+ * rail the scheduler has demoted while another rail is active: the scheduler's probes of such a
+ * rail are writes of the same size into a scratch area the receiver registered for them, so a
+ * slow rail never holds back a message.
  *
  * A rail that fails (a work-completion error, or the scheduler's STALLED verdict) is fenced on
  * both sides before any of its chunks is written again elsewhere: the sender moves its QP to
@@ -31,7 +34,7 @@
 #include "verbs_ep.h"
 
 #define BRAID_VC_MAX_RAILS 8
-#define BRAID_VC_SLOTS 16        /* receives outstanding per connection */
+#define BRAID_VC_SLOTS 8         /* receives outstanding per connection (NCCL posts up to 8) */
 #define BRAID_VC_MAX_CHUNKS 16384 /* per message */
 
 struct braid_vc;
@@ -68,6 +71,8 @@ int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size);
 int braid_vc_progress(struct braid_vc *vc);
 
 const char *braid_vc_error(const struct braid_vc *vc);
+/* Each rail's and each request's state, for a WARN about a connection that stopped moving. */
+void braid_vc_describe(const struct braid_vc *vc, char *buf, size_t len);
 /* Bytes each rail carried (acknowledged writes), for telemetry and tests. */
 uint64_t braid_vc_rail_bytes(const struct braid_vc *vc, int rail);
 bool braid_vc_rail_down(const struct braid_vc *vc, int rail);

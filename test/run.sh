@@ -51,6 +51,7 @@ suite netbed-ofi env NETBED_TRANSPORT=ofi ./test/integration/netbed_test.sh buil
 suite vm-smoke ./test/vm/smoke.sh
 suite vm-verbs-probe ./test/vm/verbs_probe_test.sh
 suite vm-verbs-ep ./test/vm/verbs_ep_test.sh
+suite vm-verbs-conn ./test/vm/verbs_conn_test.sh
 suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 
 echo

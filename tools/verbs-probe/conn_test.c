@@ -39,6 +39,9 @@ struct run {
 
 static int fail(struct run *x, const char *what) {
   printf("FAIL: %s (sender: %s; receiver: %s)\n", what, braid_vc_error(x->vc[0]), braid_vc_error(x->vc[1]));
+  char d[4096];
+  for (int s = 0; s < 2; s++)
+    if (x->vc[s]) braid_vc_describe(x->vc[s], d, sizeof d), printf("  %s: %s\n", s ? "receiver" : "sender", d);
   fflush(stdout);
   return -1;
 }

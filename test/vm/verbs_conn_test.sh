@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# braid-verbs-conn-test in the soft-RoCE test guest (tools/vm): a verbs connection striped over 4
+# rxe rails (net_plugin/verbs_conn.c), both ends in one process, every byte verified:
+#   (1) messages of 0, 1, 4095 bytes, a chunk, a chunk + 1, 3 MiB + 5, then 2 s of 1 MiB messages;
+#   (2) rail 1 black-holed mid-run (`netem loss 100%` on the receiver's side: its ACKs vanish,
+#       the data it carried may have landed): the run completes verified, rail 1 down;
+#   (3) rail 2 cut mid-run (loss 100% both ways): the same.
+# Not yet here: one rail slowed to a tenth (a run with rails at 50 Mbit/s and one at 5 stops
+# moving; see the README's verbs status).
+# Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (as test/vm/smoke.sh).
+#   test/vm/verbs_conn_test.sh   (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. test/vm/lib.sh
+vm_image
+vm_share_built braid-verbs-conn-test
+
+read -r -d '' guest_test <<'EOF' || true
+set -uo pipefail
+t=./braid-verbs-conn-test
+fail() { echo "verbs-conn: FAIL: $*"; exit 1; }
+$t --rails 4 --sizes --seconds 2 >/tmp/1.out 2>&1 || { cat /tmp/1.out; fail "(1) exit status"; }
+cat /tmp/1.out
+# fault NAME CMD...: a run that waits on READY, CMD injects the fault, the run goes on 3 s.
+fault() {
+  local name=$1; shift
+  mkfifo /tmp/go.$name
+  "$t" --rails 4 --go --seconds 3 </tmp/go.$name >/tmp/$name.out 2>&1 &
+  local pid=$! rc=0
+  exec 3>/tmp/go.$name
+  for _ in $(seq 300); do grep -q READY /tmp/$name.out && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+  "$@"
+  echo go >&3
+  wait $pid || rc=$?
+  exec 3>&-
+  cat /tmp/$name.out
+  [ $rc -eq 0 ] || fail "($name) exit status $rc"
+}
+fault blackhole braid-fabric netem 1 b loss 100%
+grep -q "^rail 1: .*(down)" /tmp/blackhole.out || fail "(2) rail 1 not taken down"
+braid-fabric clear 1
+fault cut sh -c 'braid-fabric netem 2 a loss 100%; braid-fabric netem 2 b loss 100%'
+grep -q "^rail 2: .*(down)" /tmp/cut.out || fail "(3) rail 2 not taken down"
+braid-fabric clear 2
+echo "verbs-conn: OK"
+EOF
+
+vm_run "verbs-conn test" "$guest_test"
