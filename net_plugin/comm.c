@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "param.h"
+#include "verbs_conn.h"
 #include "sock.h"
 #include "rejoin.h"
 #include "telemetry.h"
@@ -60,6 +61,10 @@ ncclResult_t braid_comm_ready(struct braid_comm *c) {
     ncclResult_t rc = braid_ofi_link_start(c);
     if (rc) return rc;
   }
+  if (c->verbs) {
+    ncclResult_t rc = braid_verbs_link_start(c);
+    if (rc) return rc;
+  }
   c->metrics = braid_telemetry_on();
   if (c->kind == BRAID_COMM_SEND)
     for (int r = 0; r < c->nrails && r < 16; r++)
@@ -93,6 +98,7 @@ void braid_comm_free(struct braid_comm *c) {
   braid_rejoin_free(c);
   /* Endpoints first: nothing they posted may land in the buffers freed below. */
   for (int i = 0; c->streams && i < c->nstreams; i++) braid_ofi_link_close(c, &c->streams[i]);
+  braid_vc_close(c->vc); /* its queue pairs fenced and drained: nothing lands after this */
   braid_tx_free(c);
   braid_rx_free(c);
   for (int i = 0; c->streams && i < c->nstreams; i++) {

@@ -54,6 +54,7 @@ struct braid_req {
   bool copied;         /* with acks: small send copied, completed at once */
   int tag;
   uint64_t seq;
+  int vreq; /* verbs: the connection's request */
   /* recv */
   int n, ndone;
   struct braid_recv_slot slot[BRAID_MAX_RECVS];
@@ -165,6 +166,9 @@ struct braid_stream {
 
 struct braid_sched;
 struct braid_rail_stats;
+struct braid_vc;
+struct braid_vc_mem;
+#define BRAID_VLINK_MSG_MAX 512
 
 struct braid_comm {
   uint8_t kind;
@@ -176,6 +180,12 @@ struct braid_comm {
   int nstreams;
   bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
   bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_link.c) */
+  bool verbs;   /* the data goes over one striped verbs connection (verbs_link.c) */
+  struct braid_vc *vc;
+  uint8_t vaddr[BRAID_VLINK_MSG_MAX]; /* the peer's queue-pair addresses as they arrive */
+  size_t vaddr_got;
+  bool vlinked;                       /* connected to them */
+  uint64_t vcheck_ns;
   pthread_mutex_t ofi_lock; /* streams' endpoint pointers: closing vs deregMr's forget */
   struct braid_stream *streams;
   struct braid_req *reqs;
@@ -261,11 +271,19 @@ void braid_ofi_link_forget(struct braid_comm *c, const void *addr, size_t len);
  * down, so the peer sees the stream gone too. */
 void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s);
 
-/* Data path entry points (xfer.c). */
+/* verbs transport (verbs_link.c).  Maps the rails to RDMA ports, opens the connection and sends
+ * its addresses on stream 0 (at set-up). */
+ncclResult_t braid_verbs_link_start(struct braid_comm *c);
+/* 1 when the connection can carry data (connected to the peer's addresses); 0 not yet; -1 when
+ * it cannot (the peer closed stream 0, or no addresses in BRAID_TIMEOUT_MS): why says how. */
+int braid_verbs_link_ready(struct braid_comm *c, char *why, size_t whylen);
+
+/* Data path entry points (xfer.c).  vmem: the buffers' verbs registrations (NULL unless the comm
+ * is verbs). */
 ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag,
-                              void **request);
+                              struct braid_vc_mem *vmem, void **request);
 ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,
-                              const int *tags, void **request);
+                              const int *tags, struct braid_vc_mem *vmem, void **request);
 ncclResult_t braid_xfer_test(void *request, int *done, int *sizes);
 
 #endif

@@ -35,7 +35,8 @@ struct braid_connect {
   const struct braid_device *device;
   int dev, per_rail, nrails, nprimary, nstreams; /* known once the rail list arrived */
   struct braid_handle peer;
-  bool ofi; /* this connection's data goes over libfabric */
+  bool ofi;   /* this connection's data goes over libfabric */
+  bool verbs; /* ... over verbs */
   struct braid_raillist rails;
   uint8_t list[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];
   size_t list_got;
@@ -118,16 +119,18 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
     return ncclInvalidUsage;
   }
   /* The transport of this connection: the same on both ends.  Where they differ, TCP sockets,
-   * unless a side was told BRAID_TRANSPORT=ofi. */
-  bool mine = braid_transport_ofi();
-  bool theirs = (h.transport & BRAID_HANDLE_OFI) != 0;
-  if (mine != theirs && ((mine && braid_transport_forced()) ||
-                         (theirs && (h.transport & BRAID_HANDLE_FORCED)))) {
+   * unless a side was told BRAID_TRANSPORT=ofi or verbs. */
+  enum braid_transport mine = braid_transport_kind();
+  enum braid_transport theirs = h.transport & BRAID_HANDLE_VERBS ? BRAID_TRANSPORT_VERBS
+                                : h.transport & BRAID_HANDLE_OFI ? BRAID_TRANSPORT_OFI
+                                                                 : BRAID_TRANSPORT_SOCKET;
+  if (mine != theirs && ((mine != BRAID_TRANSPORT_SOCKET && braid_transport_forced()) ||
+                         (theirs != BRAID_TRANSPORT_SOCKET && (h.transport & BRAID_HANDLE_FORCED)))) {
     char peer[64];
-    BRAID_WARN("connect on device %d to %s: %s uses libfabric (BRAID_TRANSPORT=ofi), %s TCP "
-               "sockets: set BRAID_TRANSPORT alike on every node", dev,
+    BRAID_WARN("connect on device %d to %s: this rank uses %s, the peer %s (one of them set by "
+               "BRAID_TRANSPORT): set BRAID_TRANSPORT alike on every node", dev,
                braid_sockaddr_str((struct sockaddr *)&h.addr, peer, sizeof peer),
-               mine ? "this rank" : "the peer", mine ? "the peer" : "this rank");
+               braid_transport_word(mine), braid_transport_word(theirs));
     return ncclInvalidUsage;
   }
   if (h.addr.ss_family != device->rail[0]->addr.ss_family) {
@@ -141,8 +144,9 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
   k->device = device;
   k->dev = dev;
   k->peer = h;
-  k->ofi = mine && theirs;
-  k->per_rail = (int)braid_param_int(BRAID_P_NSTREAMS);
+  k->ofi = mine == theirs && mine == BRAID_TRANSPORT_OFI;
+  k->verbs = mine == theirs && mine == BRAID_TRANSPORT_VERBS;
+  k->per_rail = k->verbs ? 1 : (int)braid_param_int(BRAID_P_NSTREAMS); /* verbs stripes itself */
   k->nstreams = 1; /* stream 0 until the rail list says more */
   braid_sockaddr_str((struct sockaddr *)&h.addr, k->peer_str, sizeof k->peer_str);
   braid_random(&k->conn_id, sizeof k->conn_id);
@@ -176,6 +180,7 @@ static ncclResult_t connect_send_hello(struct braid_connect *k, int s) {
                               .nrails = (uint16_t)(k->device->nrails + (k->device->backup != NULL)),
                               .nbackup = (uint16_t)(k->device->backup != NULL)};
   if (k->ofi) hello.flags |= BRAID_HELLO_OFI;
+  if (k->verbs) hello.flags |= BRAID_HELLO_VERBS;
   memcpy(hello.secret, k->peer.secret, sizeof hello.secret);
   uint8_t buf[BRAID_HELLO_BYTES];
   braid_hello_encode(&hello, buf);
@@ -285,6 +290,7 @@ static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
   c->nprimary = k->nprimary;
   c->conn_id = k->conn_id;
   c->ofi = k->ofi;
+  c->verbs = k->verbs;
   memcpy(c->secret, k->peer.secret, sizeof c->secret);
   for (int r = 0; r < k->nrails; r++) {
     c->rail_ifc[r] = connect_local(k, r == 0 ? 0 : r);

@@ -34,7 +34,7 @@ struct listen_pending {
 
 struct listen_partial {
   uint64_t conn_id;
-  bool ofi; /* the connector chose ofi for this connection (its hello says) */
+  enum braid_transport transport; /* the connector's choice for this connection (its hello) */
   int nstreams, count, nrails, nprimary;
   uint64_t first_ns;
   int fds[BRAID_MAX_STREAMS * BRAID_MAX_RAILS];
@@ -100,7 +100,9 @@ ncclResult_t braid_setup_listen(const struct braid_device *device, int dev, void
   memcpy(h.secret, l->secret, sizeof h.secret);
   braid_random(&h.listen_id, sizeof h.listen_id);
   h.tuner_fp = braid_tuner_fingerprint();
-  h.transport = (uint8_t)((braid_transport_ofi() ? BRAID_HANDLE_OFI : 0) |
+  enum braid_transport kind = braid_transport_kind();
+  h.transport = (uint8_t)((kind == BRAID_TRANSPORT_OFI ? BRAID_HANDLE_OFI : 0) |
+                          (kind == BRAID_TRANSPORT_VERBS ? BRAID_HANDLE_VERBS : 0) |
                           (braid_transport_forced() ? BRAID_HANDLE_FORCED : 0));
   braid_handle_encode(&h, handle);
   char a[64];
@@ -185,20 +187,29 @@ static struct listen_partial *listen_hello(struct braid_listen *l, int i, uint64
   if (!braid_secret_equal(h.secret, l->secret))
     return listen_drop(l, i, "wrong secret (a stray or misdirected connection)"), NULL;
   /* The connector chose the transport from ours (in the handle) and its own. */
-  bool ofi = (h.flags & BRAID_HELLO_OFI) != 0;
-  if (ofi && !braid_transport_ofi())
-    return listen_drop(l, i, "the peer sends over libfabric, this process uses TCP sockets: set "
-                             "BRAID_TRANSPORT alike on every node"), NULL;
-  if (!ofi && braid_transport_ofi() && braid_transport_forced())
-    return listen_drop(l, i, "the peer sends over TCP sockets, this process was told "
-                             "BRAID_TRANSPORT=ofi: set BRAID_TRANSPORT alike on every node"), NULL;
+  enum braid_transport theirs = h.flags & BRAID_HELLO_VERBS ? BRAID_TRANSPORT_VERBS
+                                : h.flags & BRAID_HELLO_OFI ? BRAID_TRANSPORT_OFI
+                                                            : BRAID_TRANSPORT_SOCKET;
+  enum braid_transport mine = braid_transport_kind();
+  if (theirs != BRAID_TRANSPORT_SOCKET && theirs != mine) {
+    char why2[160];
+    snprintf(why2, sizeof why2, "the peer sends over %s, this process uses %s: set BRAID_TRANSPORT "
+             "alike on every node", braid_transport_word(theirs), braid_transport_word(mine));
+    return listen_drop(l, i, why2), NULL;
+  }
+  if (theirs == BRAID_TRANSPORT_SOCKET && mine != BRAID_TRANSPORT_SOCKET && braid_transport_forced()) {
+    char why2[160];
+    snprintf(why2, sizeof why2, "the peer sends over TCP sockets, this process was told to use %s "
+             "(BRAID_TRANSPORT): set BRAID_TRANSPORT alike on every node", braid_transport_word(mine));
+    return listen_drop(l, i, why2), NULL;
+  }
   if (h.stream == 0 &&
       send(p->fd, l->raillist, l->raillist_len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)l->raillist_len)
     return listen_drop(l, i, "could not send the rail list"), NULL;
   struct listen_partial *c = listen_file(l, p, &h);
   if (!c) return listen_drop(l, i, "inconsistent stream numbering"), NULL;
-  if (c->count == 1) c->ofi = ofi;
-  else if (c->ofi != ofi) {
+  if (c->count == 1) c->transport = theirs;
+  else if (c->transport != theirs) {
     c->fds[h.stream] = -1, c->count--; /* not filed after all: the drop closes it */
     return listen_drop(l, i, "streams of one connection on two transports"), NULL;
   }
@@ -220,9 +231,10 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct listen_partial 
     rc->streams[s].rail_name = (r < c->nprimary ? l->device->rail[r] : l->device->backup)->name;
   }
   rc->conn_id = c->conn_id;
-  rc->ofi = c->ofi;
+  rc->ofi = c->transport == BRAID_TRANSPORT_OFI;
+  rc->verbs = c->transport == BRAID_TRANSPORT_VERBS;
   memcpy(rc->secret, l->secret, sizeof rc->secret);
-  if (c->nstreams > 1 && !c->ofi) { /* the listening sockets stay, for streams that rejoin */
+  if (c->nstreams > 1 && c->transport == BRAID_TRANSPORT_SOCKET) { /* sockets stay, for rejoins */
     for (int r = 0; r < l->nfd; r++) rc->listen_fd[r] = l->fd[r], l->fd[r] = -1;
     rc->nlisten = l->nfd;
   }
@@ -255,8 +267,8 @@ ncclResult_t braid_setup_accept(void *listen_comm, void **recv_comm) {
   }
   for (int i = 0; i < l->npartial; i++) { /* stream 0 is there, other rails never came */
     struct listen_partial *c = &l->partial[i];
-    /* Over ofi a stream that misses the start never joins: wait longer for it. */
-    uint64_t wait = c->ofi ? LISTEN_JOIN_WAIT_OFI_NS : LISTEN_JOIN_WAIT_NS;
+    /* Over ofi or verbs a stream that misses the start never joins: wait longer for it. */
+    uint64_t wait = c->transport != BRAID_TRANSPORT_SOCKET ? LISTEN_JOIN_WAIT_OFI_NS : LISTEN_JOIN_WAIT_NS;
     if (c->fds[0] >= 0 && now > c->first_ns + wait) return listen_finish(l, c, recv_comm);
   }
   return ncclSuccess;

@@ -20,6 +20,7 @@
 #include "param.h"
 #include "setup.h"
 #include "transport.h"
+#include "verbs_conn.h"
 
 const char braid_plugin_name[] = "braid";
 
@@ -37,6 +38,7 @@ struct braid_mr {
   int type;
   void *addr;
   size_t size;
+  struct braid_vc_mem *vmem; /* verbs comms: registered on every rail */
 };
 
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -158,7 +160,7 @@ ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
   p->speed = d->speed_mbps;
   p->port = 0;
   p->max_comms = 65536;
-  p->max_recvs = (int)braid_param_int(BRAID_P_MAX_RECVS);
+  p->max_recvs = braid_transport_kind() == BRAID_TRANSPORT_VERBS ? 1 : (int)braid_param_int(BRAID_P_MAX_RECVS);
   p->net_device_type = 0; /* NCCL_NET_DEVICE_HOST */
   p->ndevs = d->nchildren ? d->nchildren : 1;
   for (int i = 0; i < p->ndevs; i++) p->devs[i] = d->nchildren ? d->children[i] : dev;
@@ -233,9 +235,15 @@ ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, voi
     BRAID_WARN("regMr of memory type %d: braid registers host memory only (ptrSupport HOST)", type);
     return ncclInvalidArgument;
   }
+  struct braid_comm *c = comm;
   struct braid_mr *mr = malloc(sizeof *mr);
   if (!mr) return ncclSystemError;
-  *mr = (struct braid_mr){MR_MAGIC, type, data, size};
+  *mr = (struct braid_mr){MR_MAGIC, type, data, size, NULL};
+  if (c->verbs && braid_vc_reg(c->vc, data, size, &mr->vmem)) {
+    free(mr);
+    BRAID_WARN("regMr of %zu bytes at %p: the RDMA registration failed (see the WARN above)", size, data);
+    return ncclSystemError;
+  }
   *mhandle = mr;
   return ncclSuccess;
 }
@@ -249,6 +257,7 @@ ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
     return ncclInvalidArgument;
   }
   braid_ofi_link_forget(c, mr->addr, mr->size); /* the ofi endpoints' cached registrations */
+  if (mr->vmem) braid_vc_dereg(c->vc, mr->vmem);
   mr->magic = 0;
   free(mr);
   return ncclSuccess;
@@ -256,18 +265,28 @@ ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
 
 ncclResult_t braid_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                              void **request) {
-  (void)mhandle;
   *request = NULL;
   struct braid_comm *c = net_comm(send_comm, BRAID_COMM_SEND, "isend");
-  return c ? braid_xfer_isend(c, data, size, tag, request) : ncclInvalidArgument;
+  if (!c) return ncclInvalidArgument;
+  struct braid_mr *mr = mhandle;
+  if (c->verbs && size && (!mr || mr->magic != MR_MAGIC || !mr->vmem)) {
+    BRAID_WARN("isend of %zu bytes over verbs with an invalid memory handle %p", size, mhandle);
+    return ncclInvalidArgument;
+  }
+  return braid_xfer_isend(c, data, size, tag, c->verbs && mr ? mr->vmem : NULL, request);
 }
 
 ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
                              const int *tags, void **mhandles, void **request) {
-  (void)mhandles;
   *request = NULL;
   struct braid_comm *c = net_comm(recv_comm, BRAID_COMM_RECV, "irecv");
-  return c ? braid_xfer_irecv(c, n, data, sizes, tags, request) : ncclInvalidArgument;
+  if (!c) return ncclInvalidArgument;
+  struct braid_mr *mr = mhandles ? mhandles[0] : NULL;
+  if (c->verbs && n >= 1 && sizes[0] && (!mr || mr->magic != MR_MAGIC || !mr->vmem)) {
+    BRAID_WARN("irecv of %zu bytes over verbs with an invalid memory handle %p", sizes[0], (void *)mr);
+    return ncclInvalidArgument;
+  }
+  return braid_xfer_irecv(c, n, data, sizes, tags, c->verbs && mr ? mr->vmem : NULL, request);
 }
 
 ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "ofi.h"
 #include "param.h"
+#include "verbs_dev.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int decided; /* 0 not yet, 1 done, -1 failed */
@@ -34,11 +35,36 @@ static int decide(void) {
                "host memory only: NCCL stages GPU data through it)", braid_ofi_provider());
     return 1;
   }
+  struct braid_verbs_rail rails[16];
+  if (!strcmp(want, "verbs")) {
+    int n = braid_verbs_rails(rails, 16, why, sizeof why);
+    if (n <= 0) {
+      BRAID_WARN("BRAID_TRANSPORT=verbs, but no RDMA port can be used: %s", n < 0 ? "bad BRAID_IB_HCA" : why);
+      return -1;
+    }
+    chosen = BRAID_TRANSPORT_VERBS;
+    snprintf(name, sizeof name, "verbs (%d RDMA port%s)", n, n > 1 ? "s" : "");
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: verbs, %d RDMA port%s (BRAID_TRANSPORT=verbs; host "
+               "memory only: NCCL stages GPU data through it)", n, n > 1 ? "s" : "");
+    return 1;
+  }
   if (strcmp(want, "auto")) {
-    BRAID_WARN("invalid configuration: BRAID_TRANSPORT=\"%s\" (use auto, socket or ofi)", want);
+    BRAID_WARN("invalid configuration: BRAID_TRANSPORT=\"%s\" (use auto, socket, ofi or verbs)", want);
     return -1;
   }
-  /* auto: a hardware RDM provider beats TCP sockets; libfabric's own tcp does not. */
+  /* auto: RDMA ports first; then a hardware RDM provider beats TCP sockets; libfabric's own tcp
+   * does not. */
+  char vwhy[300] = "";
+  if (braid_verbs_probe(vwhy, sizeof vwhy)) {
+    int n = braid_verbs_rails(rails, 16, vwhy, sizeof vwhy);
+    if (n > 0) {
+      chosen = BRAID_TRANSPORT_VERBS;
+      snprintf(name, sizeof name, "verbs (%d RDMA port%s)", n, n > 1 ? "s" : "");
+      BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: verbs, %d RDMA port%s (auto: RDMA devices with "
+                 "active ports)", n, n > 1 ? "s" : "");
+      return 1;
+    }
+  }
   if (!braid_ofi_probe(&hw, why, sizeof why)) {
     BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: TCP sockets (auto: %s)", why);
   } else if (!hw) {
@@ -88,6 +114,15 @@ const char *braid_transport_name(void) { return name; }
 int braid_transport_ofi(void) {
   enum braid_transport t;
   return braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI;
+}
+
+enum braid_transport braid_transport_kind(void) {
+  enum braid_transport t;
+  return braid_transport_get(&t) == ncclSuccess ? t : BRAID_TRANSPORT_SOCKET;
+}
+
+const char *braid_transport_word(enum braid_transport t) {
+  return t == BRAID_TRANSPORT_OFI ? "libfabric" : t == BRAID_TRANSPORT_VERBS ? "verbs" : "TCP sockets";
 }
 
 int braid_transport_forced(void) { return strcmp(braid_param_str(BRAID_P_TRANSPORT), "auto") != 0; }

@@ -58,7 +58,7 @@ struct sreq {
   bool used, have_cts, needs_fin, fin_done;
   uint32_t seq, nch, acked;
   const char *buf;
-  size_t size;
+  size_t size, base; /* base: buf's offset in its registration */
   struct braid_vc_mem *mem;
   uint64_t raddr;
   uint32_t rkey[BRAID_VC_MAX_RAILS];
@@ -341,7 +341,7 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
       if (!vc->equal && (demoted >> r & 1) && demoted != s_live(vc)) {
         /* a probe of a demoted rail goes into the scratch area, never with a message's data */
         if (vc->area_valid && !vc->probe_out[r] && len && len <= vc->area.len) {
-          int rc = braid_verbs_ep_write_imm(vc->ep[r], &q->mem->mr[r], off, len, vc->area.addr,
+          int rc = braid_verbs_ep_write_imm(vc->ep[r], &q->mem->mr[r], q->base + off, len, vc->area.addr,
                                             vc->area.rkey[r], (uint32_t)PROBE_SLOT << 28, COOKIE_PROBE);
           if (rc < 0) {
             fail_rail(vc, r, "posting a probe failed");
@@ -356,7 +356,7 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
         if (r < 0 || vc->down[r]) return;
       }
       uint32_t imm = (uint32_t)(q->seq % BRAID_VC_SLOTS) << 28 | (q->nch - 1) << 14 | i;
-      int rc = braid_verbs_ep_write_imm(vc->ep[r], q->mem ? &q->mem->mr[r] : NULL, off, len,
+      int rc = braid_verbs_ep_write_imm(vc->ep[r], q->mem ? &q->mem->mr[r] : NULL, q->base + off, len,
                                         q->raddr + off, q->rkey[r], imm, (uint64_t)q->seq << 20 | i);
       if (rc > 0) return; /* that rail's queue is full: later */
       if (rc < 0) {
@@ -533,6 +533,10 @@ int braid_vc_open(const struct braid_verbs_rail *rails, int nrails, bool sender,
    * estimate settles below the link's rate (it measures what the cap lets through): 60 ms is
    * half the ACK timeout. */
   p.queue_target_ns = 60000000;
+  /* A rail that crawls from the start (its first chunks queued at the prior's rate) acknowledges
+   * its first chunk only after that chunk's time on the slow link: 400 ms of margin before the
+   * stall verdict lets a rail at a tenth of 50 Mbit/s be demoted rather than failed. */
+  p.stall_margin_ns = 400000000;
   double Bps[BRAID_SCHED_MAX_RAILS] = {0};
   for (int r = 0; r < nrails; r++) Bps[r] = rails[r].speed_mbps * 125000.0;
   if (braid_sched_init(&vc->sched, nrails, &p, Bps, now_ns())) {
@@ -587,6 +591,12 @@ void braid_vc_dereg(struct braid_vc *vc, struct braid_vc_mem *m) {
   free(m);
 }
 
+/* Whether [buf, buf+len) lies inside the registration. */
+static bool mem_covers(const struct braid_vc_mem *m, const void *buf, size_t len) {
+  uintptr_t a = (uintptr_t)buf, lo = (uintptr_t)m->mr[0].addr;
+  return a >= lo && len <= m->mr[0].len && a - lo <= m->mr[0].len - len;
+}
+
 int braid_vc_isend(struct braid_vc *vc, const void *buf, size_t size, struct braid_vc_mem *mem, int *req) {
   if (vc->failed) return -1;
   if (!vc->sender) return vc_fail(vc, "isend on a receiving connection%s%s", "", "");
@@ -597,11 +607,13 @@ int braid_vc_isend(struct braid_vc *vc, const void *buf, size_t size, struct bra
     return vc_fail(vc, size && (!mem || mem->n != vc->nrails) ? "a send of %s bytes from unregistered memory%s"
                                                              : "a send of %s bytes: larger than the connection carries%s", a, "");
   }
+  if (size && !mem_covers(mem, buf, size)) return vc_fail(vc, "a send from outside its memory registration%s%s", "", "");
   struct sreq *q = &vc->s[vc->s_seq % BRAID_VC_SLOTS];
   if (q->used) return 1;
   struct chunk *ch = calloc(nch, sizeof *ch);
   if (!ch) return vc_fail(vc, "out of memory%s%s", "", "");
   *q = (struct sreq){.used = true, .seq = vc->s_seq++, .nch = nch, .buf = buf, .size = size,
+                     .base = size ? (size_t)((uintptr_t)buf - (uintptr_t)mem->mr[0].addr) : 0,
                      .mem = mem, .ch = ch};
   s_bind(vc, q);
   *req = (int)(q - vc->s);
@@ -614,7 +626,8 @@ int braid_vc_irecv(struct braid_vc *vc, void *buf, size_t cap, struct braid_vc_m
   int k = (int)(vc->r_seq % BRAID_VC_SLOTS);
   struct rreq *q = &vc->r[k];
   if (q->used) return 1;
-  if (cap && (!mem || mem->n != vc->nrails)) return vc_fail(vc, "a receive into unregistered memory%s%s", "", "");
+  if (cap && (!mem || mem->n != vc->nrails || !mem_covers(mem, buf, cap)))
+    return vc_fail(vc, "a receive into unregistered memory%s%s", "", "");
   struct ctl_cts m = {.type = CTL_CTS, .slot = (uint8_t)k, .nrails = (uint8_t)vc->nrails,
                       .seq = vc->r_seq, .addr = (uintptr_t)buf, .cap = cap};
   for (int r = 0; cap && r < vc->nrails; r++) m.rkey[r] = mem->mr[r].rkey;

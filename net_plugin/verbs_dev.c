@@ -448,3 +448,39 @@ int braid_verbs_discover(const char *hca, const char *hca_var, int gid_index,
   BRAID_WARN("no verbs rails: %s", why);
   return 0;
 }
+
+/* ---- which rail an interface is ---- */
+
+/* Whether the file at path holds exactly name (one line). */
+static bool file_is(const char *path, const char *name) {
+  char buf[64] = "";
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  bool ok = fgets(buf, sizeof buf, f) != NULL;
+  fclose(f);
+  buf[strcspn(buf, "\n")] = 0;
+  return ok && !strcmp(buf, name);
+}
+
+int braid_verbs_rail_of_netdev(const char *ifname, struct braid_verbs_rail *out, char *why, size_t whylen) {
+  struct braid_verbs_rail all[32];
+  int n = braid_verbs_rails(all, 32, why, whylen);
+  if (n <= 0) return -1;
+  for (int i = 0; i < n; i++) {
+    char p[512];
+    /* RoCE: the netdev of the rail's GID; InfiniBand: the IPoIB interface of the same device */
+    int len = snprintf(p, sizeof p, "/sys/class/infiniband/%s/ports/%d/gid_attrs/ndevs/%d",
+                       all[i].dev, all[i].port, all[i].gid_index);
+    bool match = len > 0 && len < (int)sizeof p && file_is(p, ifname);
+    if (!match) {
+      len = snprintf(p, sizeof p, "/sys/class/net/%s/device/infiniband/%s", ifname, all[i].dev);
+      match = len > 0 && len < (int)sizeof p && access(p, F_OK) == 0;
+    }
+    if (match) {
+      *out = all[i];
+      return 0;
+    }
+  }
+  snprintf(why, whylen, "no RDMA port selected by BRAID_IB_HCA / NCCL_IB_HCA belongs to interface %s", ifname);
+  return -1;
+}

@@ -90,6 +90,11 @@ int braid_verbs_discover(const char *hca, const char *hca_var, int gid_index,
  * NCCL_IB_GID_INDEX; -1 also when the parameters do not load. */
 int braid_verbs_rails(struct braid_verbs_rail *out, int max, char *why, size_t whylen);
 
+/* The rail (among braid_verbs_rails') that belongs to network interface ifname: the port whose
+ * GID is on it (RoCE), or a port of its device (InfiniBand with IPoIB).  0, or -1 with the reason
+ * in why. */
+int braid_verbs_rail_of_netdev(const char *ifname, struct braid_verbs_rail *out, char *why, size_t whylen);
+
 /* ---- for the endpoint layer (verbs_ep.c) ---- */
 
 struct ibv_context;

@@ -81,7 +81,8 @@ int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size
   h->listen_id = get64(p + 40);
   h->tuner_fp = get64(p + 48);
   h->transport = p[56];
-  if (h->transport & ~(BRAID_HANDLE_OFI | BRAID_HANDLE_FORCED)) {
+  if ((h->transport & ~(BRAID_HANDLE_OFI | BRAID_HANDLE_FORCED | BRAID_HANDLE_VERBS)) ||
+      (h->transport & BRAID_HANDLE_OFI && h->transport & BRAID_HANDLE_VERBS)) {
     snprintf(err, errlen, "handle has unknown transport bits 0x%x", h->transport);
     return -1;
   }
@@ -112,7 +113,9 @@ int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *
   h->nrails = get16(in + 10);
   h->nbackup = get16(in + 12);
   h->flags = get16(in + 14);
-  if (h->flags & ~(BRAID_HELLO_REJOIN | BRAID_HELLO_OFI)) return snprintf(err, errlen, "hello has unknown flags 0x%x", h->flags), -1;
+  if ((h->flags & ~(BRAID_HELLO_REJOIN | BRAID_HELLO_OFI | BRAID_HELLO_VERBS)) ||
+      (h->flags & BRAID_HELLO_OFI && h->flags & BRAID_HELLO_VERBS))
+    return snprintf(err, errlen, "hello has unknown flags 0x%x", h->flags), -1;
   if (h->nbackup > 1 || h->nbackup >= h->nrails)
     return snprintf(err, errlen, "hello names %u backup rails of %u", h->nbackup, h->nrails), -1;
   if (h->per_rail == 0 || h->per_rail > BRAID_MAX_STREAMS || h->nrails == 0 ||

@@ -24,11 +24,12 @@ struct braid_handle {
   uint8_t secret[BRAID_SECRET_BYTES];
   uint64_t listen_id; /* random, names the listener in logs */
   uint64_t tuner_fp;  /* the listener's tuner-inputs fingerprint (tuner_plugin/inputs.h) */
-  uint8_t transport;  /* the listener's: BRAID_HANDLE_OFI, BRAID_HANDLE_FORCED (BRAID_TRANSPORT set) */
+  uint8_t transport;  /* the listener's: BRAID_HANDLE_OFI or _VERBS, BRAID_HANDLE_FORCED (BRAID_TRANSPORT set) */
 };
 
 #define BRAID_HANDLE_OFI 1
 #define BRAID_HANDLE_FORCED 2
+#define BRAID_HANDLE_VERBS 4
 
 /* Writes h into buf (BRAID_HANDLE_BYTES), zeroing the stage area. */
 void braid_handle_encode(const struct braid_handle *h, void *buf);
@@ -51,7 +52,8 @@ struct braid_hello {
 };
 
 #define BRAID_HELLO_REJOIN 1
-#define BRAID_HELLO_OFI 2 /* the connector carries data over libfabric (BRAID_TRANSPORT) */
+#define BRAID_HELLO_OFI 2   /* the connector carries data over libfabric (BRAID_TRANSPORT) */
+#define BRAID_HELLO_VERBS 4 /* ... over verbs */
 
 void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYTES]);
 int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *h, char *err,

@@ -8,6 +8,7 @@
 #include "comm.h"
 #include "diag.h"
 #include "log.h"
+#include "verbs_conn.h"
 
 struct braid_req *braid_req_alloc(struct braid_comm *c, enum braid_req_kind kind) {
   if (c->nfree == 0) return NULL;
@@ -27,8 +28,31 @@ void braid_req_release(struct braid_req *r) {
   c->free_reqs[c->nfree++] = r->index;
 }
 
+/* verbs: the connection ready to carry data?  1 yes, 0 not yet (NCCL retries), -1 (c failed). */
+static int xfer_verbs_ready(struct braid_comm *c) {
+  char why[300];
+  int rc = braid_verbs_link_ready(c, why, sizeof why);
+  if (rc < 0) braid_comm_fail(c, ncclRemoteError, "verbs: %s", why);
+  return rc;
+}
+
+/* verbs: post r through the connection.  ncclSuccess with *request NULL when there is no room
+ * now (NCCL retries). */
+static ncclResult_t xfer_verbs_post(struct braid_comm *c, struct braid_req *r, int rc, void **request) {
+  if (rc == 1) {
+    braid_req_release(r);
+    return ncclSuccess;
+  }
+  if (rc < 0) {
+    braid_req_release(r);
+    return braid_comm_fail(c, ncclRemoteError, "verbs: %s", braid_vc_error(c->vc));
+  }
+  *request = r;
+  return ncclSuccess;
+}
+
 ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag,
-                              void **request) {
+                              struct braid_vc_mem *vmem, void **request) {
   *request = NULL;
   if (c->err) return c->err;
   if (size > BRAID_MSG_MAX_BYTES) {
@@ -40,8 +64,16 @@ ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int
     BRAID_WARN("isend of %zu bytes from a NULL buffer", size);
     return ncclInvalidArgument;
   }
+  if (c->verbs) {
+    int ready = xfer_verbs_ready(c);
+    if (ready <= 0) return ready < 0 ? c->err : ncclSuccess;
+  }
   struct braid_req *r = braid_req_alloc(c, BRAID_REQ_SEND);
   if (!r) return ncclSuccess; /* all requests in flight: NCCL retries */
+  if (c->verbs) {
+    r->size = size;
+    return xfer_verbs_post(c, r, braid_vc_isend(c->vc, data, size, vmem, &r->vreq), request);
+  }
   r->data = data;
   r->size = size;
   r->tag = tag;
@@ -57,15 +89,28 @@ ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int
 }
 
 ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,
-                              const int *tags, void **request) {
+                              const int *tags, struct braid_vc_mem *vmem, void **request) {
   *request = NULL;
   if (c->err) return c->err;
   if (n < 1 || n > BRAID_MAX_RECVS) {
     BRAID_WARN("irecv of %d buffers (supported: 1 to %d)", n, BRAID_MAX_RECVS);
     return ncclInvalidArgument;
   }
+  if (c->verbs) {
+    if (n != 1) {
+      BRAID_WARN("irecv of %d buffers over verbs (maxRecvs is 1 there)", n);
+      return ncclInvalidArgument;
+    }
+    int ready = xfer_verbs_ready(c);
+    if (ready <= 0) return ready < 0 ? c->err : ncclSuccess;
+  }
   struct braid_req *r = braid_req_alloc(c, BRAID_REQ_RECV);
   if (!r) return ncclSuccess;
+  if (c->verbs) {
+    r->n = 1;
+    r->slot[0] = (struct braid_recv_slot){.buf = data[0], .cap = sizes[0], .tag = tags[0], .msg = -1};
+    return xfer_verbs_post(c, r, braid_vc_irecv(c->vc, data[0], sizes[0], vmem, &r->vreq), request);
+  }
   r->n = n;
   for (int i = 0; i < n; i++)
     r->slot[i] = (struct braid_recv_slot){.buf = data[i], .cap = sizes[i], .tag = tags[i], .msg = -1};
@@ -82,7 +127,16 @@ ncclResult_t braid_xfer_test(void *request, int *done, int *sizes) {
     return ncclInvalidArgument;
   }
   struct braid_comm *c = r->comm;
-  if (r->kind == BRAID_REQ_SEND) braid_tx_progress(c); /* also moves other sends' data */
+  if (c->verbs) {
+    bool vdone = false;
+    size_t size = 0;
+    if (c->err) return c->err;
+    if (braid_vc_test(c->vc, r->vreq, &vdone, &size))
+      return braid_comm_fail(c, ncclRemoteError, "verbs: %s", braid_vc_error(c->vc));
+    if (!vdone) return ncclSuccess;
+    if (r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
+    r->done = true;
+  } else if (r->kind == BRAID_REQ_SEND) braid_tx_progress(c); /* also moves other sends' data */
   else if (!r->done) braid_rx_progress(c, true);
   if (!r->done) {
     braid_diag_check(c, r);

@@ -67,6 +67,10 @@ static int finish(struct run *x, double deadline) {
   int i = (int)(x->done % INFLIGHT);
   size_t got = 0;
   while (!x->sdone[i] || !x->rdone[i]) {
+    /* Both ends keep moving, as NCCL's proxy drives every connection: a sender may wait for its
+     * peer (a fence) after the receive it is testing has completed. */
+    if ((x->sdone[i] && braid_vc_progress(x->vc[0])) || (x->rdone[i] && braid_vc_progress(x->vc[1])))
+      return fail(x, "progress");
     if (!x->sdone[i] && braid_vc_test(x->vc[0], x->sreq[i], &x->sdone[i], NULL)) return fail(x, "send test");
     if (!x->rdone[i] && braid_vc_test(x->vc[1], x->rreq[i], &x->rdone[i], &got)) return fail(x, "receive test");
     if (x->rdone[i] && got != x->size[i]) {
