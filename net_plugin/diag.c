@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "verbs_conn.h"
 #include "param.h"
 
 static atomic_uint diag_generation;
@@ -39,6 +40,12 @@ static void diag_dump(struct braid_comm *c, const char *why, uint64_t now) {
   BRAID_WARN("%s: %s connection with %s (device %d, %d rails): %d pending requests%s", why,
              c->kind == BRAID_COMM_SEND ? "send" : "receive", c->peer, c->dev, c->nrails, pending,
              c->err ? " (connection failed)" : "");
+  if (c->vc) {
+    char d[2048];
+    braid_vc_describe(c->vc, d, sizeof d);
+    BRAID_WARN("  verbs: %s", d);
+    return;
+  }
   int shown = 0;
   for (int i = 0; i < c->nreqs && shown < 8; i++) {
     struct braid_req *r = &c->reqs[i];

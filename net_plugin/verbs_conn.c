@@ -31,8 +31,7 @@ struct ctl_fence {
 };
 struct ctl_fenced {
   uint8_t type, rail;
-  uint16_t open, posted; /* bit per slot: still open; has ever been posted */
-  uint8_t pad[2];
+  uint16_t open, fin, posted; /* bit per slot: still open; completes on FIN only; ever posted */
   uint32_t seq[BRAID_VC_SLOTS];
 };
 struct ctl_fin {
@@ -195,7 +194,10 @@ static void r_send_fenced(struct braid_vc *vc, int r) {
     struct rreq *q = &vc->r[k];
     /* Only a receive rail r may have written into: one with no chunk yet never saw it (every
      * write r carried has been counted, the rest are gone). */
-    if (r_open(q) && q->got > 0) q->needs_fin = true, f.open |= (uint16_t)(1u << k);
+    if (!r_open(q)) continue;
+    f.open |= (uint16_t)(1u << k);
+    if (q->got > 0) q->needs_fin = true;
+    if (q->needs_fin) f.fin |= (uint16_t)(1u << k);
   }
   for (int k = 0; k < BRAID_VC_SLOTS; k++) f.seq[k] = vc->r[k].seq;
   ctl_queue(vc, &f, sizeof f);
@@ -262,19 +264,18 @@ static void s_apply_fenced(struct braid_vc *vc, int r, const struct ctl_fenced *
   for (int k = 0; k < BRAID_VC_SLOTS; k++) {
     if (!(f->posted & (1u << k))) continue;
     uint32_t seq = f->seq[k];
-    bool open = f->open & (1u << k);
+    bool open = f->open & (1u << k), fin = f->fin & (1u << k);
     struct sreq *q = &vc->s[k];
-    if (q->used && !q->have_cts && q->seq == seq && open) q->needs_fin = true;
+    if (q->used && q->seq == seq && fin) q->needs_fin = true;
     if (q->used && q->have_cts && (int32_t)(seq - q->seq) >= 0) {
       bool finished_there = seq != q->seq || !open;
-      if (!finished_there) q->needs_fin = true;
       for (uint32_t i = 0; i < q->nch; i++) {
         struct chunk *c = &q->ch[i];
         if (c->state != CH_INFLIGHT || c->rail != r) continue;
         if (finished_there) c->state = CH_ACKED, q->acked++;
         else c->state = CH_UNSENT; /* written again on a live rail */
       }
-    } else if (open && (int32_t)(seq - vc->s_seq) < 0 && !(q->used && q->seq == seq)) {
+    } else if (fin && (int32_t)(seq - vc->s_seq) < 0 && !(q->used && q->seq == seq)) {
       struct ctl_fin m = {.type = CTL_FIN, .seq = seq}; /* done and gone here: FIN at once */
       ctl_queue(vc, &m, sizeof m);
     }
@@ -500,9 +501,17 @@ int braid_vc_progress(struct braid_vc *vc) {
     vc->next_tick = now + TICK_NS;
     struct braid_sched_event e[8];
     int n = braid_sched_tick(&vc->sched, now, e, 8);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
       if (e[i].reason == BRAID_SCHED_STALLED && vc->sender)
         fail_rail(vc, e[i].rail, "no write completed for too long (stalled)");
+      if (e[i].reason == BRAID_SCHED_SLOW || e[i].reason == BRAID_SCHED_RECOVERED ||
+          e[i].reason == BRAID_SCHED_LAST_LEFT)
+        BRAID_WARN("verbs rail %d (%s): %s (%.0f Mbit/s measured, best other %.0f Mbit/s)", e[i].rail,
+                   braid_verbs_ep_name(vc->ep[e[i].rail]),
+                   e[i].reason == BRAID_SCHED_SLOW ? "slow: degraded, probed into scratch memory only"
+                                                    : "recovered: carries data again",
+                   e[i].est_Bps * 8e-6, e[i].ref_Bps * 8e-6);
+    }
   }
   return vc->failed ? -1 : 0;
 }

@@ -133,7 +133,10 @@ ncclResult_t braid_xfer_test(void *request, int *done, int *sizes) {
     if (c->err) return c->err;
     if (braid_vc_test(c->vc, r->vreq, &vdone, &size))
       return braid_comm_fail(c, ncclRemoteError, "verbs: %s", braid_vc_error(c->vc));
-    if (!vdone) return ncclSuccess;
+    if (!vdone) {
+      braid_diag_check(c, r);
+      return c->err;
+    }
     if (r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
     r->done = true;
   } else if (r->kind == BRAID_REQ_SEND) braid_tx_progress(c); /* also moves other sends' data */
