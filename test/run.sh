@@ -52,6 +52,7 @@ suite vm-smoke ./test/vm/smoke.sh
 suite vm-verbs-probe ./test/vm/verbs_probe_test.sh
 suite vm-verbs-ep ./test/vm/verbs_ep_test.sh
 suite vm-verbs-conn ./test/vm/verbs_conn_test.sh
+suite vm-verbs-perf ./test/vm/verbs_perf_test.sh
 suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 
 echo

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# braid-perf over the verbs transport (BRAID_TRANSPORT=verbs) in the soft-RoCE test guest
+# (tools/vm): two ranks, rank 0 on rails va0-va3 (rxe_a0-3), rank 1 on vb0-vb3 (rxe_b0-3), the
+# real plugin loaded as NCCL loads it, every output verified:
+#   (1) sendrecv 0 B .. 8 MiB; (2) ring allreduce 4 B .. 4 MiB;
+#   (3) rail 1 black-holed mid-run (`netem loss 100%` on the receiver's side: its ACKs vanish):
+#       the run completes verified, rail 1 fenced;
+#   (4) rail 2 cut mid-run (loss both ways): the same;
+#   (5) rails at 50 Mbit/s, rail 3 at 5 Mbit/s: the run completes verified.
+# Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (as test/vm/smoke.sh).
+#   test/vm/verbs_perf_test.sh   (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. test/vm/lib.sh
+vm_image
+make -s BUILD="$build" "$build/braid-perf" "$build/libnccl-net-braid.so" >&2 || { echo "vm: FAIL: build" >&2; exit 1; }
+vm_share "$build/braid-perf" "$build/libnccl-net-braid.so"
+
+read -r -d '' guest_test <<'EOF' || true
+set -uo pipefail
+export BRAID_TRANSPORT=verbs NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT
+fail() { echo "verbs-perf: FAIL: $*"; exit 1; }
+# run NAME [FAULT-CMD] -- BRAID-PERF-ARGS...: both ranks; FAULT-CMD runs 3 s in; must verify.
+run() {
+  local name=$1 fault=$2; shift 3
+  local port=$((30000 + RANDOM % 20000)) rc0=0 rc1=0
+  local a=(--nranks 2 --rendezvous 127.0.0.1:$port --plugin ./libnccl-net-braid.so --timeout 40)
+  NCCL_SOCKET_IFNAME=vb timeout 150 ./braid-perf "$@" "${a[@]}" --rank 1 >/tmp/$name.r1 2>&1 &
+  local p1=$!
+  NCCL_SOCKET_IFNAME=va timeout 150 ./braid-perf "$@" "${a[@]}" --rank 0 >/tmp/$name.r0 2>&1 &
+  local p0=$!
+  if [ -n "$fault" ]; then sleep 3; sh -c "$fault"; fi
+  wait $p0 || rc0=$?
+  wait $p1 || rc1=$?
+  grep -E "^ +[0-9]|WARN" /tmp/$name.r0 /tmp/$name.r1 | cut -c1-300
+  [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || { tail -n 20 /tmp/$name.r0 /tmp/$name.r1; fail "($name) exits $rc0 $rc1"; }
+  grep -q "Out of bounds values : 0 OK" /tmp/$name.r0 || fail "($name) not verified"
+  echo "verbs-perf: $name: verified"
+}
+run sendrecv "" -- sendrecv -b 0 -e 8M -f 8 -w 1 -i 3
+grep -q "transport: verbs" /tmp/sendrecv.r0 || fail "the verbs transport was not chosen"
+run allreduce "" -- allreduce --algo ring -b 4 -e 4M -f 16 -w 1 -i 3
+run blackhole "braid-fabric netem 1 b loss 100%" -- sendrecv --oneway -b 8M -e 8M -w 1 -i 30
+grep -q "verbs rail 1 .*fenced" /tmp/blackhole.r0 || fail "(blackhole) rail 1 not fenced"
+braid-fabric clear 1
+run cut "braid-fabric netem 2 a loss 100%; braid-fabric netem 2 b loss 100%" -- sendrecv --oneway -b 8M -e 8M -w 1 -i 30
+grep -q "verbs rail 2 .*fenced" /tmp/cut.r0 || fail "(cut) rail 2 not fenced"
+braid-fabric clear 2
+for r in 0 1 2; do braid-fabric netem $r a rate 50mbit; done
+braid-fabric netem 3 a rate 5mbit
+run slow "" -- sendrecv --oneway -b 8M -e 8M -w 1 -i 5
+echo "verbs-perf: OK"
+EOF
+
+vm_run "verbs-perf test" "$guest_test"
