@@ -5,8 +5,7 @@
 #   (2) rail 1 black-holed mid-run (`netem loss 100%` on the receiver's side: its ACKs vanish,
 #       the data it carried may have landed): the run completes verified, rail 1 down;
 #   (3) rail 2 cut mid-run (loss 100% both ways): the same.
-# Not yet here: one rail slowed to a tenth (a run with rails at 50 Mbit/s and one at 5 stops
-# moving; see the README's verbs status).
+# A rail slowed to a tenth is covered through braid-perf by test/vm/verbs_perf_test.sh.
 # Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (as test/vm/smoke.sh).
 #   test/vm/verbs_conn_test.sh   (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
 set -euo pipefail
