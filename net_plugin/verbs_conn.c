@@ -544,7 +544,8 @@ int braid_vc_open(const struct braid_verbs_rail *rails, int nrails, bool sender,
   p.queue_target_ns = 60000000;
   /* A rail that crawls from the start (its first chunks queued at the prior's rate) acknowledges
    * its first chunk only after that chunk's time on the slow link: 400 ms of margin before the
-   * stall verdict lets a rail at a tenth of 50 Mbit/s be demoted rather than failed. */
+   * stall verdict lets a rail that still moves a 64 KiB chunk in that time be demoted rather than
+   * failed. */
   p.stall_margin_ns = 400000000;
   double Bps[BRAID_SCHED_MAX_RAILS] = {0};
   for (int r = 0; r < nrails; r++) Bps[r] = rails[r].speed_mbps * 125000.0;

@@ -14,19 +14,19 @@
 
 #include "log.h"
 
-/* Transport timeout and retries.  The local ACK timeout is 4.096 us * 2^timeout: 15 gives
- * 134 ms, twice the time the connection lets a rail's queue of unacknowledged writes reach
- * (verbs_conn.c: 60 ms), so a slow but live rail is never retransmitting.  retry_cnt 6 (rxe
- * treats 7 as "retry forever", so never 7) allows 6 retransmissions after the first try, so a
- * peer that stopped answering surfaces as IBV_WC_RETRY_EXC_ERR after (1 + 6) * 134 ms = 940 ms
- * nominal; soft-RoCE rounds the timer up to whole jiffies.  The IB spec lets hardware wait up to
- * 4x the nominal timeout (3.8 s worst case), which is why the connection does not wait for it:
- * braid's scheduler declares a rail that acknowledges nothing stalled after 4x its queue's drain
- * time + 200 ms (under half a second) and fails over then.  rnr_retry 7 (infinite) applies only
- * to receiver-not-ready NAKs: a live peer whose receive ring is momentarily empty, never a dead
+/* Transport timeout and retries.  The local ACK timeout is 4.096 us * 2^timeout: 16 gives
+ * 268 ms.  A write is acknowledged as a whole, so one chunk (verbs_conn.c: 64 KiB) must cross
+ * the slowest rail still worth keeping within that time (2 Mbit/s), and a rail's queue of
+ * unacknowledged writes is kept under 60 ms of its measured rate.  retry_cnt 6 (rxe treats 7
+ * as "retry forever", so never 7) allows 6 retransmissions after the first try, so a peer that
+ * stopped answering surfaces as IBV_WC_RETRY_EXC_ERR after (1 + 6) * 268 ms = 1.9 s nominal
+ * (up to 4x that on hardware, which may stretch the timer).  That is only the backstop: braid's
+ * scheduler declares a rail that acknowledges nothing stalled after 4x its queue's drain time +
+ * 400 ms and fails over then, well within a second.  rnr_retry 7 (infinite) applies only to
+ * receiver-not-ready NAKs: a live peer whose receive ring is momentarily empty, never a dead
  * one; min_rnr_timer 12 is 0.64 ms between those retries. */
 enum {
-  BRAID_VERBS_TIMEOUT = 15,
+  BRAID_VERBS_TIMEOUT = 16,
   BRAID_VERBS_RETRY_CNT = 6,
   BRAID_VERBS_RNR_RETRY = 7,
   BRAID_VERBS_MIN_RNR_TIMER = 12,

@@ -17,7 +17,7 @@
 #include "verbs_dev.h"
 
 #define VLINK_MAGIC 0x41565242u /* "BRVA" */
-#define VLINK_CHUNK (128u << 10)
+#define VLINK_CHUNK (64u << 10) /* x BRAID_VC_MAX_CHUNKS = 1 GiB, maxP2pBytes */
 #define VLINK_CHECK_NS 100000000ull
 
 struct vlink_hdr {
