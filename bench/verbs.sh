@@ -5,10 +5,16 @@
 # under software emulation, about 250), against the shaped rails' line rate, interleaved rounds:
 #   healthy: braid / 4 x RATE, and BRAID_STRIPING=equal beside it;
 #   rail 3 at SLOW (default a tenth of RATE): braid / (3 x RATE + SLOW), equal beside it;
+# each in NCCL's default 128 KiB network pieces and in 512 KiB ones (NCCL_P2P_NET_CHUNKSIZE):
+# NCCL keeps 8 pieces in flight per channel, and on these slow emulated rails 8 x 128 KiB is
+# less than what is in flight between posting a receive and its data landing, so NCCL's window,
+# not the transport, bounds the default row (on real 100-400 Gb/s rails it is far more than the
+# bandwidth-delay product);
 #   a rail cut mid-run (loss 100% both ways on rail 2, 3 s in): every iteration verified.
-# The line rate counts every byte netem sends: RoCE v2 headers (Ethernet, IP, UDP, BTH, ICRC: 58
-# bytes per 1024-byte packet at rxe's MTU) leave at most 0.946 of it for payload.  (ib_write_bw
-# is not used as the reference: under TCG, concurrent runs report 0 MB/s for some rails.)
+# The capacity is measured in the same boot: ib_write_bw alone on one rail shaped to RATE, and
+# alone on one shaped to SLOW (4 concurrent ib_write_bw are not used: under TCG some of them
+# report 0 MB/s).  The line rate counts every byte netem sends: RoCE v2 headers (Ethernet, IP,
+# UDP, BTH, ICRC: 58 bytes per 1024-byte packet at rxe's MTU) leave at most 0.946 of it.
 # Usage: [ROUNDS=2] [RATE=25mbit] [SLOW=2500kbit] bench/verbs.sh
 # Writes bench/results/verbs-<date>.txt.
 set -euo pipefail
@@ -29,6 +35,16 @@ EOF
 read -r -d '' guest_body <<'EOF' || true
 set -uo pipefail
 export BRAID_TRANSPORT=verbs
+# one RAIL RATE BYTES ITERS: ib_write_bw alone on RAIL shaped to RATE (Mbit/s of payload).
+one() {
+  local r=$1
+  braid-fabric netem $r a rate "$2"
+  ib_write_bw -d rxe_b$r -x 1 -s $3 -n $4 -F --report_gbits >/tmp/s 2>&1 &
+  sleep 1
+  ib_write_bw -d rxe_a$r -x 1 -s $3 -n $4 -F --report_gbits 10.88.$r.2 >/tmp/c 2>&1
+  wait
+  awk -v s=$3 '$1 == s {printf "%.2f", $4 * 1000}' /tmp/c
+}
 # braid [FAULT]: Mbit/s of sendrecv --oneway 8 MiB (algbw of the row), verified or "fail"
 braid() {
   local fault=${1:-} iters=${2:-6} port=$((30000 + RANDOM % 20000))
@@ -46,14 +62,19 @@ braid() {
 shape() { for r in 0 1 2 3; do braid-fabric netem $r a rate "$1"; done; [ -z "${2:-}" ] || braid-fabric netem 3 a rate "$2"; }
 for i in $(seq 1 "$ROUNDS"); do
   shape "$RATE"
+  echo "rail rate $(one 0 "$RATE" 1048576 10)"
+  echo "rail slow $(one 3 "$SLOW" 262144 6)"
+  shape "$RATE"
   echo "healthy braid $(braid)"
-  echo "healthy equal $(BRAID_STRIPING=equal braid)"
+  echo "healthy braid512 $(NCCL_P2P_NET_CHUNKSIZE=524288 braid)"
+  echo "healthy equal $(NCCL_P2P_NET_CHUNKSIZE=524288 BRAID_STRIPING=equal braid)"
   shape "$RATE" "$SLOW"
   echo "slow braid $(braid)"
-  echo "slow equal $(BRAID_STRIPING=equal braid)"
+  echo "slow braid512 $(NCCL_P2P_NET_CHUNKSIZE=524288 braid)"
+  echo "slow equal $(NCCL_P2P_NET_CHUNKSIZE=524288 BRAID_STRIPING=equal braid "" 3)"
 done
 shape "$RATE"
-echo "cut braid $(braid 'braid-fabric netem 2 a loss 100%; braid-fabric netem 2 b loss 100%' 20)"
+echo "cut braid $(NCCL_P2P_NET_CHUNKSIZE=524288 braid 'braid-fabric netem 2 a loss 100%; braid-fabric netem 2 b loss 100%' 20)"
 grep -h "WARN" /tmp/b0 | grep -c "fenced" | sed 's/^/cut fences /'
 EOF
 raw=$(mktemp)
@@ -69,13 +90,21 @@ mbit() { # netem rate -> Mbit/s
 }
 line_h=$(awk -v a="$(mbit "$RATE")" 'BEGIN {print 4 * a}')
 line_s=$(awk -v a="$(mbit "$RATE")" -v b="$(mbit "$SLOW")" 'BEGIN {print 3 * a + b}')
+cap_h=$(awk -v a="$(m rail rate)" 'BEGIN {printf "%.1f", 4 * a}')
+cap_s=$(awk -v a="$(m rail rate)" -v b="$(m rail slow)" 'BEGIN {printf "%.1f", 3 * a + b}')
 {
   echo "# braid verbs transport in the soft-RoCE guest (TCG), $(date -u +%Y-%m-%dT%H:%MZ): 4 rxe rails at $RATE (netem), rail 3 at $SLOW in the slow rows"
   echo "# medians of $ROUNDS interleaved rounds; Mbit/s of payload; raw values in brackets; line rate: what netem lets through, headers included (payload at most 0.946 of it)"
-  printf '%-52s %8s   %sx line rate %s   [%s]\n' "braid sendrecv --oneway 8M, healthy" "$(m healthy braid)" "$(r "$(m healthy braid)" "$line_h")" "$line_h" "$(vals healthy braid)"
-  printf '%-52s %8s   %sx line rate %s   [%s]\n' "braid BRAID_STRIPING=equal, healthy" "$(m healthy equal)" "$(r "$(m healthy equal)" "$line_h")" "$line_h" "$(vals healthy equal)"
-  printf '%-52s %8s   %sx line rate %s (>= 0.90)   [%s]\n' "braid, rail 3 at $SLOW" "$(m slow braid)" "$(r "$(m slow braid)" "$line_s")" "$line_s" "$(vals slow braid)"
-  printf '%-52s %8s   %sx line rate %s   [%s]\n' "braid BRAID_STRIPING=equal, rail 3 at $SLOW" "$(m slow equal)" "$(r "$(m slow equal)" "$line_s")" "$line_s" "$(vals slow equal)"
+  printf '%-58s %8s   [%s]\n' "ib_write_bw alone on one rail at $RATE" "$(m rail rate)" "$(vals rail rate)"
+  printf '%-58s %8s   [%s]\n' "ib_write_bw alone on one rail at $SLOW" "$(m rail slow)" "$(vals rail slow)"
+  echo "# capacity: 4 x the first ($cap_h), or 3 x the first + the second ($cap_s); line rate $line_h / $line_s"
+  row() { printf '%-58s %8s   %sx capacity, %sx line rate%s   [%s]\n' "$1" "$(m "$2" "$3")" "$(r "$(m "$2" "$3")" "$4")" "$(r "$(m "$2" "$3")" "$5")" "${6:-}" "$(vals "$2" "$3")"; }
+  row "braid sendrecv --oneway 8M, healthy, 128 KiB pieces" healthy braid "$cap_h" "$line_h"
+  row "braid sendrecv --oneway 8M, healthy, 512 KiB pieces" healthy braid512 "$cap_h" "$line_h"
+  row "braid BRAID_STRIPING=equal, healthy, 512 KiB pieces" healthy equal "$cap_h" "$line_h"
+  row "braid, rail 3 at $SLOW, 128 KiB pieces" slow braid "$cap_s" "$line_s"
+  row "braid, rail 3 at $SLOW, 512 KiB pieces" slow braid512 "$cap_s" "$line_s" " (>= 0.90 of capacity)"
+  row "braid BRAID_STRIPING=equal, rail 3 at $SLOW, 512 KiB" slow equal "$cap_s" "$line_s"
   printf '%-52s %s (fences logged: %s)\n' "rail 2 cut 3 s into a 20-iteration run" "$(grep -E '^cut braid' "$raw" | awk '{print ($3 == "fail") ? "FAILED" : "every iteration verified, " $3 " Mbit/s"}')" "$(grep -E '^cut fences' "$raw" | awk '{print $3}')"
 } | tee "$out"
 rm -f "$raw"

@@ -17,6 +17,8 @@ enum { CH_UNSENT, CH_INFLIGHT, CH_ACKED };
 #define COOKIE_PROBE (1ull << 62) /* a probe write into the scratch area */
 #define PROBE_SLOT 15             /* the immediate's slot of a probe */
 #define TICK_NS 1000000ull
+#define EVENT_CHECK_NS 10000000ull /* device events read every 10 ms */
+#define DRAIN_WAIT_NS 1000000000ull
 
 struct ctl_cts {
   uint8_t type, slot, nrails, pad;
@@ -95,10 +97,11 @@ struct braid_vc {
   bool fence_wait[BRAID_VC_MAX_RAILS]; /* sender: FENCED came, applied once the rail drains;
                                           receiver: FENCED to send once the rail drains */
   struct ctl_fenced fenced[BRAID_VC_MAX_RAILS];
+  uint64_t fence_since[BRAID_VC_MAX_RAILS];
   uint64_t rail_bytes[BRAID_VC_MAX_RAILS];
   uint32_t fence_id;
   struct braid_sched sched;
-  uint64_t next_tick;
+  uint64_t next_tick, next_event_check;
   struct ctlmsg ctl[CTLQ];
   /* probes: the receiver's scratch area (receiver: its own, registered) */
   bool area_valid;
@@ -175,6 +178,7 @@ static void fail_rail(struct braid_vc *vc, int r, const char *why) {
     ctl_queue(vc, &f, sizeof f);
   } else {
     vc->fence_wait[r] = true; /* FENCED, unasked, once drained */
+    vc->fence_since[r] = now_ns();
   }
   int live = 0;
   for (int i = 0; i < vc->nrails; i++) live += !vc->down[i];
@@ -398,6 +402,7 @@ static void on_ctl(struct braid_vc *vc, int r, const uint8_t *d, uint32_t len) {
     fail_rail(vc, f.rail, "the peer fenced it");
     vc->fenced[f.rail] = f;
     vc->fence_wait[f.rail] = true;
+    vc->fence_since[f.rail] = now_ns();
   } else if (!vc->sender && type == CTL_FENCE && len == sizeof(struct ctl_fence)) {
     struct ctl_fence f;
     memcpy(&f, d, sizeof f);
@@ -407,6 +412,7 @@ static void on_ctl(struct braid_vc *vc, int r, const uint8_t *d, uint32_t len) {
     }
     fail_rail(vc, f.rail, "the peer failed it");
     vc->fence_wait[f.rail] = true;
+    vc->fence_since[f.rail] = now_ns();
   } else if (!vc->sender && type == CTL_FIN && len == sizeof(struct ctl_fin)) {
     struct ctl_fin m;
     memcpy(&m, d, sizeof m);
@@ -470,8 +476,22 @@ int braid_vc_progress(struct braid_vc *vc) {
       for (int i = 0; i < n && !vc->failed; i++) on_event(vc, r, &ev[i], now);
     } while (n == 16 && !vc->failed);
   }
+  if (now >= vc->next_event_check) { /* port and QP events: a port down is a rail error */
+    vc->next_event_check = now + EVENT_CHECK_NS;
+    for (int r = 0; r < vc->nrails && !vc->failed; r++) {
+      char why[128];
+      if (!vc->down[r] && braid_verbs_ep_port_events(vc->ep[r], why, sizeof why)) fail_rail(vc, r, why);
+    }
+  }
   for (int r = 0; r < vc->nrails && !vc->failed; r++) {
-    if (!vc->fence_wait[r] || !braid_verbs_ep_drained(vc->ep[r])) continue;
+    if (!vc->fence_wait[r]) continue;
+    if (!braid_verbs_ep_drained(vc->ep[r])) {
+      /* The QP is in ERR: nothing lands through it any more, drained or not.  A device that never
+       * flushes (soft-RoCE whose interface went down) must not stall the connection forever. */
+      if (now - vc->fence_since[r] < DRAIN_WAIT_NS) continue;
+      BRAID_WARN("verbs rail %d (%s): its completions did not drain within 1 s of the fence; going "
+                 "on without them", r, braid_verbs_ep_name(vc->ep[r]));
+    }
     vc->fence_wait[r] = false;
     if (vc->sender) s_apply_fenced(vc, r, &vc->fenced[r]);
     else r_send_fenced(vc, r);
@@ -539,9 +559,10 @@ int braid_vc_open(const struct braid_verbs_rail *rails, int nrails, bool sender,
    * rail is declared dead: a slow rail may hold as little as one chunk, probes are one chunk. */
   p.inflight_min = p.probe_inflight = vc->chunk;
   /* ... while a rail's in-flight time must stay well above the round trip of one chunk, or the
-   * estimate settles below the link's rate (it measures what the cap lets through): 60 ms is
-   * half the ACK timeout. */
-  p.queue_target_ns = 60000000;
+   * estimate settles below the link's rate (it measures what the cap lets through), and the
+   * connections of NCCL's several channels share each rail: 100 ms, under half the ACK timeout,
+   * which also keeps the stall verdict (4x that + the margin below) under a second. */
+  p.queue_target_ns = 100000000;
   /* A rail that crawls from the start (its first chunks queued at the prior's rate) acknowledges
    * its first chunk only after that chunk's time on the slow link: 400 ms of margin before the
    * stall verdict lets a rail that still moves a 64 KiB chunk in that time be demoted rather than

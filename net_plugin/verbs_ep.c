@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 /* Transport timeout and retries.  The local ACK timeout is 4.096 us * 2^timeout: 16 gives
  * 268 ms.  A write is acknowledged as a whole, so one chunk (verbs_conn.c: 64 KiB) must cross
  * the slowest rail still worth keeping within that time (2 Mbit/s), and a rail's queue of
- * unacknowledged writes is kept under 60 ms of its measured rate.  retry_cnt 6 (rxe treats 7
+ * unacknowledged writes is kept under 100 ms of its measured rate.  retry_cnt 6 (rxe treats 7
  * as "retry forever", so never 7) allows 6 retransmissions after the first try, so a peer that
  * stopped answering surfaces as IBV_WC_RETRY_EXC_ERR after (1 + 6) * 268 ms = 1.9 s nominal
  * (up to 4x that on hardware, which may stretch the timer).  That is only the backstop: braid's
@@ -48,6 +49,9 @@ static struct {
   struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
   int (*dereg_mr)(struct ibv_mr *);
   const char *(*wc_status_str)(enum ibv_wc_status);
+  int (*get_async_event)(struct ibv_context *, struct ibv_async_event *);
+  void (*ack_async_event)(struct ibv_async_event *);
+  const char *(*event_type_str)(enum ibv_event_type);
 } fn;
 
 struct send_slot {
@@ -96,6 +100,9 @@ static int load(void) {
   LOAD(reg_mr, "ibv_reg_mr");
   LOAD(dereg_mr, "ibv_dereg_mr");
   LOAD(wc_status_str, "ibv_wc_status_str");
+  LOAD(get_async_event, "ibv_get_async_event");
+  LOAD(ack_async_event, "ibv_ack_async_event");
+  LOAD(event_type_str, "ibv_event_type_str");
 #undef LOAD
   if (missing) {
     BRAID_WARN("verbs endpoint: libibverbs.so.1 lacks %s (rdma-core too old?)", missing);
@@ -167,6 +174,11 @@ static int open_resources(struct braid_verbs_ep *ep) {
   }
   ep->lid = pa.lid;
   ep->mtu = mtu_cap(pa.active_mtu);
+  int fl = fcntl(ep->ctx->async_fd, F_GETFL);
+  if (fl < 0 || fcntl(ep->ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+    BRAID_WARN("%s: cannot make the device's event channel non-blocking: %s", ep->name, strerror(errno));
+    return -1;
+  }
   if (!(ep->pd = fn.alloc_pd(ep->ctx))) {
     BRAID_WARN("%s: ibv_alloc_pd failed: %s", ep->name, strerror(errno));
     return -1;
@@ -408,6 +420,27 @@ int braid_verbs_ep_poll(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, in
 }
 
 bool braid_verbs_ep_failed(const struct braid_verbs_ep *ep) { return ep->failed; }
+
+int braid_verbs_ep_port_events(struct braid_verbs_ep *ep, char *why, size_t whylen) {
+  struct ibv_async_event e;
+  int down = 0;
+  while (fn.get_async_event(ep->ctx, &e) == 0) {
+    bool ours_port = (e.event_type == IBV_EVENT_PORT_ERR || e.event_type == IBV_EVENT_PORT_ACTIVE ||
+                      e.event_type == IBV_EVENT_GID_CHANGE || e.event_type == IBV_EVENT_LID_CHANGE) &&
+                     e.element.port_num == ep->rail.port;
+    bool ours_qp = (e.event_type == IBV_EVENT_QP_FATAL || e.event_type == IBV_EVENT_QP_ACCESS_ERR ||
+                    e.event_type == IBV_EVENT_QP_REQ_ERR) && e.element.qp == ep->qp;
+    bool fatal = e.event_type == IBV_EVENT_DEVICE_FATAL;
+    if ((ours_port && e.event_type == IBV_EVENT_PORT_ERR) || ours_qp || fatal) {
+      if (!down) snprintf(why, whylen, "%s (asynchronous event)", fn.event_type_str(e.event_type));
+      down = 1;
+    } else if (ours_port) {
+      BRAID_INFO(NCCL_NET, "%s: %s", ep->name, fn.event_type_str(e.event_type));
+    }
+    fn.ack_async_event(&e);
+  }
+  return down;
+}
 
 int braid_verbs_ep_fence(struct braid_verbs_ep *ep) {
   ep->failed = true;

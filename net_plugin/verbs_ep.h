@@ -85,6 +85,10 @@ int braid_verbs_ep_write_imm(struct braid_verbs_ep *ep, const struct braid_verbs
  * polled.  Error completions come back as BRAID_VERBS_EV_ERROR events. */
 int braid_verbs_ep_poll(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, int max);
 bool braid_verbs_ep_failed(const struct braid_verbs_ep *ep);
+/* Reads the device's asynchronous events (never blocks): 1 when one says this endpoint can no
+ * longer carry data (its port went down, its QP hit a fatal error, the device failed), with the
+ * event in why; 0 otherwise (other ports' events are ignored, this port's others logged). */
+int braid_verbs_ep_port_events(struct braid_verbs_ep *ep, char *why, size_t whylen);
 /* Fences the endpoint: its QP to ERR, so nothing more is sent from it and nothing arriving on it
  * lands in memory; every posted request then completes (flushed) through poll.  0, or -1 with a
  * WARN when the QP cannot be moved. */
