@@ -6,7 +6,9 @@
 #   (3) rail 1 black-holed mid-run (`netem loss 100%` on the receiver's side: its ACKs vanish):
 #       the run completes verified, rail 1 fenced;
 #   (4) rail 2 cut mid-run (loss both ways): the same;
-#   (5) rails at 50 Mbit/s, rail 3 at 5 Mbit/s: the run completes verified.
+#   (5) rail 1's interface taken down on the receiver's side mid-run: rxe reports the port down
+#       (an asynchronous event), the rail is fenced, the run completes verified;
+#   (6) rails at 50 Mbit/s, rail 3 at 5 Mbit/s: the run completes verified.
 # Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (as test/vm/smoke.sh).
 #   test/vm/verbs_perf_test.sh   (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
 set -euo pipefail
@@ -46,6 +48,9 @@ braid-fabric clear 1
 run cut "braid-fabric netem 2 a loss 100%; braid-fabric netem 2 b loss 100%" -- sendrecv --oneway -b 8M -e 8M -w 1 -i 30
 grep -q "verbs rail 2 .*fenced" /tmp/cut.r0 || fail "(cut) rail 2 not fenced"
 braid-fabric clear 2
+run portdown "ip link set vb1 down" -- sendrecv --oneway -b 8M -e 8M -w 1 -i 30
+grep -q "rxe_b1:1).*PORT_ERR\|rxe_b1:1).*port error" /tmp/portdown.r1 || fail "(portdown) no port event on rxe_b1"
+ip link set vb1 up; braid-fabric route 1
 for r in 0 1 2; do braid-fabric netem $r a rate 50mbit; done
 braid-fabric netem 3 a rate 5mbit
 run slow "" -- sendrecv --oneway -b 8M -e 8M -w 1 -i 5
