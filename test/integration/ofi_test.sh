@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The ofi transport (libfabric, tcp provider) on loopback, through braid-perf (every result
 # verified): single and striped connections, ring and tree allreduce, and the set-up errors a
-# user can make (no such provider, a bad BRAID_TRANSPORT, ranks that disagree on the transport).
+# user can make (no such provider, a bad BRAID_TRANSPORT, verbs asked for where there is no RDMA
+# device, ranks that disagree on the transport).
 #   test/integration/ofi_test.sh BUILD_DIR
 # Prints "ofi: N passed, N failed".  The multi-rail and rail-failure cases run on the netbed
 # (NETBED_TRANSPORT=ofi test/integration/netbed_test.sh).
@@ -57,6 +58,13 @@ refused() {
 refused "BRAID_TRANSPORT=ofi with no such provider: init fails and says why" \
   "BRAID_TRANSPORT=ofi, but libfabric cannot be used" BRAID_TRANSPORT=ofi FI_PROVIDER=nosuch
 refused "a bad BRAID_TRANSPORT is refused" "invalid configuration: BRAID_TRANSPORT" BRAID_TRANSPORT=rdma
+# (the verbs transport itself runs in the soft-RoCE guest: test/vm/verbs_perf_test.sh)
+if ls /sys/class/infiniband/* >/dev/null 2>&1; then
+  echo "skip BRAID_TRANSPORT=verbs without RDMA devices (this machine has some)"
+else
+  refused "BRAID_TRANSPORT=verbs with no RDMA device: init fails and says why" \
+    "BRAID_TRANSPORT=verbs, but no RDMA port can be used" BRAID_TRANSPORT=verbs
+fi
 
 # Ranks that disagree: the listener drops the connection with the reason; nobody hangs.
 port=$((30000 + RANDOM % 20000))

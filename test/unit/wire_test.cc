@@ -197,6 +197,30 @@ TEST(WireHandle, ErrorMessageRespectsBufferSize) {
   EXPECT_EQ('x', err[4]);
 }
 
+// The listener's transport travels in the handle: each one alone decodes, two at once do not.
+TEST(WireHandle, TransportBits) {
+  const uint8_t ok[] = {0, BRAID_HANDLE_OFI, BRAID_HANDLE_VERBS, BRAID_HANDLE_OFI | BRAID_HANDLE_FORCED,
+                        BRAID_HANDLE_VERBS | BRAID_HANDLE_FORCED};
+  for (uint8_t t : ok) {
+    braid_handle in = MakeHandle4("10.1.2.3", 4000, 1, 2);
+    in.transport = t;
+    uint8_t buf[BRAID_HANDLE_BYTES];
+    braid_handle_encode(&in, buf);
+    braid_handle out;
+    char err[128] = "";
+    ASSERT_EQ(0, braid_handle_decode(buf, &out, err, sizeof err)) << (int)t << ": " << err;
+    EXPECT_EQ(t, out.transport);
+  }
+  const uint8_t bad[] = {BRAID_HANDLE_OFI | BRAID_HANDLE_VERBS, 8, 0x80};
+  for (uint8_t t : bad) {
+    braid_handle in = MakeHandle4("10.1.2.3", 4000, 1, 2);
+    in.transport = t;
+    uint8_t buf[BRAID_HANDLE_BYTES];
+    braid_handle_encode(&in, buf);
+    EXPECT_NE(std::string::npos, HandleDecodeError(buf).find("transport")) << (int)t;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Hello
 
@@ -237,6 +261,27 @@ TEST(WireHello, RoundTripEveryValidStreamCount) {
       EXPECT_EQ(in.conn_id, out.conn_id);
       EXPECT_EQ(0, memcmp(in.secret, out.secret, BRAID_SECRET_BYTES));
     }
+  }
+}
+
+// The connector's transport travels in the hello's flags: ofi or verbs, never both.
+TEST(WireHello, TransportFlags) {
+  for (uint16_t f : {0, BRAID_HELLO_OFI, BRAID_HELLO_VERBS, BRAID_HELLO_REJOIN | BRAID_HELLO_VERBS}) {
+    braid_hello in = MakeHello(0, 1);
+    in.flags = f;
+    uint8_t buf[BRAID_HELLO_BYTES];
+    braid_hello_encode(&in, buf);
+    braid_hello out;
+    char err[128] = "";
+    ASSERT_EQ(0, braid_hello_decode(buf, &out, err, sizeof err)) << f << ": " << err;
+    EXPECT_EQ(f, out.flags);
+  }
+  for (uint16_t f : {BRAID_HELLO_OFI | BRAID_HELLO_VERBS, 8, 0x100}) {
+    braid_hello in = MakeHello(0, 1);
+    in.flags = f;
+    uint8_t buf[BRAID_HELLO_BYTES];
+    braid_hello_encode(&in, buf);
+    EXPECT_NE(std::string::npos, HelloDecodeError(buf).find("flags")) << f;
   }
 }
 
