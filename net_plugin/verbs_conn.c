@@ -377,6 +377,19 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
 
 /* ---------- events ---------- */
 
+/* The peer's FENCE (receiver) or FENCED (sender) of rail: failed here too, answered or applied
+ * once its completions have drained.  false for a rail that does not exist (c failed). */
+static bool ctl_fence_rail(struct braid_vc *vc, unsigned rail, const char *what, const char *why) {
+  if (rail >= (unsigned)vc->nrails) {
+    vc_fail(vc, "garbled %s from the peer%s", what, "");
+    return false;
+  }
+  fail_rail(vc, (int)rail, why);
+  vc->fence_wait[rail] = true;
+  vc->fence_since[rail] = now_ns();
+  return true;
+}
+
 static void on_ctl(struct braid_vc *vc, int r, const uint8_t *d, uint32_t len) {
   uint8_t type = len ? d[0] : 0;
   if (vc->sender && type == CTL_CTS && len == sizeof(struct ctl_cts)) {
@@ -395,24 +408,11 @@ static void on_ctl(struct braid_vc *vc, int r, const uint8_t *d, uint32_t len) {
   } else if (vc->sender && type == CTL_FENCED && len == sizeof(struct ctl_fenced)) {
     struct ctl_fenced f;
     memcpy(&f, d, sizeof f);
-    if (f.rail >= vc->nrails) {
-      vc_fail(vc, "garbled FENCED from the peer%s%s", "", "");
-      return;
-    }
-    fail_rail(vc, f.rail, "the peer fenced it");
-    vc->fenced[f.rail] = f;
-    vc->fence_wait[f.rail] = true;
-    vc->fence_since[f.rail] = now_ns();
+    if (ctl_fence_rail(vc, f.rail, "FENCED", "the peer fenced it")) vc->fenced[f.rail] = f;
   } else if (!vc->sender && type == CTL_FENCE && len == sizeof(struct ctl_fence)) {
     struct ctl_fence f;
     memcpy(&f, d, sizeof f);
-    if (f.rail >= vc->nrails) {
-      vc_fail(vc, "garbled FENCE from the peer%s%s", "", "");
-      return;
-    }
-    fail_rail(vc, f.rail, "the peer failed it");
-    vc->fence_wait[f.rail] = true;
-    vc->fence_since[f.rail] = now_ns();
+    ctl_fence_rail(vc, f.rail, "FENCE", "the peer failed it");
   } else if (!vc->sender && type == CTL_FIN && len == sizeof(struct ctl_fin)) {
     struct ctl_fin m;
     memcpy(&m, d, sizeof m);
