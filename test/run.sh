@@ -26,7 +26,7 @@ suite build make -j"$JOBS" all build/unit-tests build/libnccl-net-chaos.so build
 suite build-sanitized make -j"$JOBS" SAN=1 OPT=-O1 BUILD=build/san build/san/libnccl-net-braid.so \
   build/san/braid-perf build/san/unit-tests build/san/libnccl-net-braidtrace.so build/san/braid-trace-shape \
   build/san/libnccl-net-chaos.so build/san/braid-ps build/san/libnccl-net-collshm.so \
-  build/san/braid-tune build/san/libnccl-tuner-braid.so
+  build/san/braid-tune build/san/libnccl-tuner-braid.so build/san/braid-verbs-conn-test
 suite build-tsan make -j"$JOBS" SAN=thread OPT=-O1 BUILD=build/tsan build/tsan/threads-test build/tsan/braid-ps
 suite threads-tsan env TSAN_OPTIONS=halt_on_error=1 ./build/tsan/threads-test
 suite unit env BRAID_PLUGIN_PATH=build/libnccl-net-braid.so ./build/unit-tests
@@ -52,6 +52,7 @@ suite vm-smoke ./test/vm/smoke.sh
 suite vm-verbs-probe ./test/vm/verbs_probe_test.sh
 suite vm-verbs-ep ./test/vm/verbs_ep_test.sh
 suite vm-verbs-conn ./test/vm/verbs_conn_test.sh
+suite vm-verbs-conn-sanitized env BUILD=build/san ./test/vm/verbs_conn_test.sh
 suite vm-verbs-perf ./test/vm/verbs_perf_test.sh
 suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 

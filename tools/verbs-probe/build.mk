@@ -23,5 +23,6 @@ $(VERBS_EP_TEST): $(call obj,tools/verbs-probe/ep_test.c net_plugin/verbs_ep.c n
 VERBS_CONN_TEST = $(BUILD)/braid-verbs-conn-test
 TARGETS        += $(VERBS_CONN_TEST)
 
+# Sanitized builds link the sanitizers' runtimes statically: the test guest has no libasan.
 $(VERBS_CONN_TEST): $(call obj,tools/verbs-probe/conn_test.c net_plugin/verbs_conn.c net_plugin/verbs_ep.c net_plugin/verbs_dev.c net_plugin/sched.c $(COMMON_SRCS))
-	$(CC) $(LDFLAGS) $^ -o $@ -ldl -lpthread -lm
+	$(CC) $(LDFLAGS) $(if $(filter 1,$(SAN)),-static-libasan -static-libubsan) $^ -o $@ -ldl -lpthread -lm
