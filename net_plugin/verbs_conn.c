@@ -81,7 +81,8 @@ struct ctlmsg {
 };
 
 struct cts_entry {
-  bool valid;
+  bool valid; /* not yet bound to a send */
+  bool seen;  /* m is the newest CTS for the slot */
   struct ctl_cts m;
 };
 
@@ -399,7 +400,12 @@ static void on_ctl(struct braid_vc *vc, int r, const uint8_t *d, uint32_t len) {
       vc_fail(vc, "garbled CTS from the peer%s%s", "", "");
       return;
     }
-    vc->cts[m.slot] = (struct cts_entry){.valid = true, .m = m};
+    /* A control message whose send completion was lost with a failed rail is sent again on
+     * another, so a CTS can arrive twice, the copy after the slot's next CTS: only a newer one
+     * counts. */
+    struct cts_entry *e = &vc->cts[m.slot];
+    if (e->seen && (int32_t)(m.seq - e->m.seq) <= 0) return;
+    *e = (struct cts_entry){.valid = true, .seen = true, .m = m};
     struct sreq *q = s_find(vc, m.seq);
     if (q) s_bind(vc, q);
   } else if (vc->sender && type == CTL_AREA && len == sizeof(struct ctl_area)) {

@@ -20,7 +20,7 @@ vm_share "$build/braid-perf" "$build/libnccl-net-braid.so"
 
 read -r -d '' guest_test <<'EOF' || true
 set -uo pipefail
-export BRAID_TRANSPORT=verbs NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT
+export BRAID_TRANSPORT=verbs NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT BRAID_WAIT_WARN_MS=15000
 fail() { echo "verbs-perf: FAIL: $*"; exit 1; }
 # run NAME [FAULT-CMD] -- BRAID-PERF-ARGS...: both ranks; FAULT-CMD runs 3 s in; must verify.
 run() {
