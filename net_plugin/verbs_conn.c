@@ -1,6 +1,7 @@
 /* A verbs connection striped over rails (see verbs_conn.h). */
 #include "verbs_conn.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,6 @@ struct ctl_cts {
 };
 struct ctl_fence {
   uint8_t type, rail;
-  uint16_t pad;
-  uint32_t id;
 };
 struct ctl_fenced {
   uint8_t type, rail;
@@ -56,7 +55,7 @@ struct chunk {
 };
 
 struct sreq {
-  bool used, have_cts, needs_fin, fin_done;
+  bool used, have_cts, needs_fin, fin_queued, fin_done;
   uint32_t seq, nch, acked;
   const char *buf;
   size_t size, base; /* base: buf's offset in its registration */
@@ -100,7 +99,6 @@ struct braid_vc {
   struct ctl_fenced fenced[BRAID_VC_MAX_RAILS];
   uint64_t fence_since[BRAID_VC_MAX_RAILS];
   uint64_t rail_bytes[BRAID_VC_MAX_RAILS];
-  uint32_t fence_id;
   struct braid_sched sched;
   uint64_t next_tick, next_event_check;
   struct ctlmsg ctl[CTLQ];
@@ -128,10 +126,13 @@ static uint64_t now_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-static int vc_fail(struct braid_vc *vc, const char *fmt, const char *a, const char *b) {
+__attribute__((format(printf, 2, 3))) static int vc_fail(struct braid_vc *vc, const char *fmt, ...) {
   if (!vc->failed) {
     vc->failed = true;
-    snprintf(vc->err, sizeof vc->err, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(vc->err, sizeof vc->err, fmt, ap);
+    va_end(ap);
     BRAID_WARN("verbs connection: %s", vc->err);
   }
   return -1;
@@ -146,7 +147,7 @@ static int ctl_queue(struct braid_vc *vc, const void *msg, size_t len) {
     memcpy(vc->ctl[i].data, msg, len);
     return 0;
   }
-  return vc_fail(vc, "%s%s", "more than 64 control messages waiting for a live rail", "");
+  return vc_fail(vc, "more than %d control messages waiting for a live rail", CTLQ);
 }
 
 static void ctl_post(struct braid_vc *vc) {
@@ -175,7 +176,7 @@ static void fail_rail(struct braid_vc *vc, int r, const char *why) {
   braid_verbs_ep_fence(vc->ep[r]);
   braid_sched_failed(&vc->sched, r, now_ns());
   if (vc->sender) {
-    struct ctl_fence f = {.type = CTL_FENCE, .rail = (uint8_t)r, .id = ++vc->fence_id};
+    struct ctl_fence f = {.type = CTL_FENCE, .rail = (uint8_t)r};
     ctl_queue(vc, &f, sizeof f);
   } else {
     vc->fence_wait[r] = true; /* FENCED, unasked, once drained */
@@ -183,7 +184,7 @@ static void fail_rail(struct braid_vc *vc, int r, const char *why) {
   }
   int live = 0;
   for (int i = 0; i < vc->nrails; i++) live += !vc->down[i];
-  if (!live) vc_fail(vc, "every rail failed (the last: %s)%s", why, "");
+  if (!live) vc_fail(vc, "every rail failed (the last: %s)", why);
 }
 
 /* ---------- receiver ---------- */
@@ -213,21 +214,20 @@ static void r_imm(struct braid_vc *vc, uint32_t imm, uint32_t len) {
   if (k == PROBE_SLOT) return; /* a probe, in the scratch area */
   uint32_t nch = ((imm >> 14) & 0x3fff) + 1, idx = imm & 0x3fff;
   struct rreq *q = &vc->r[k % BRAID_VC_SLOTS];
-  char a[96];
-  snprintf(a, sizeof a, "slot %d, chunk %u of %u, %u bytes", k, idx, nch, len);
   if (k >= BRAID_VC_SLOTS || !q->used || idx >= nch || (q->nch && q->nch != nch)) {
-    vc_fail(vc, "garbled write from the peer (%s)%s", a, "");
+    vc_fail(vc, "garbled write from the peer (slot %d, chunk %u of %u, %u bytes)", k, idx, nch, len);
     return;
   }
   size_t off = (size_t)idx * vc->chunk;
   if ((idx + 1 < nch && len != vc->chunk) || off + len > q->cap) {
-    vc_fail(vc, "a write that does not fit its receive (%s)%s", a, "");
+    vc_fail(vc, "a write that does not fit its receive (slot %d, chunk %u of %u, %u bytes)", k, idx,
+            nch, len);
     return;
   }
   if (!q->nch) {
     q->nch = nch;
     if (!(q->seen = calloc((nch + 7) / 8, 1))) {
-      vc_fail(vc, "out of memory%s%s", "", "");
+      vc_fail(vc, "out of memory");
       return;
     }
   }
@@ -249,10 +249,8 @@ static void s_bind(struct braid_vc *vc, struct sreq *q) {
   if (q->have_cts || !c->valid || c->m.seq != q->seq) return;
   c->valid = false;
   if (q->size > c->m.cap) {
-    char a[64], b[64];
-    snprintf(a, sizeof a, "%zu", q->size);
-    snprintf(b, sizeof b, "%llu", (unsigned long long)c->m.cap);
-    vc_fail(vc, "a send of %s bytes to a receive of %s bytes: send/receive size mismatch", a, b);
+    vc_fail(vc, "a send of %zu bytes to a receive of %llu bytes: send/receive size mismatch", q->size,
+            (unsigned long long)c->m.cap);
     return;
   }
   q->have_cts = true;
@@ -287,12 +285,12 @@ static void s_apply_fenced(struct braid_vc *vc, int r, const struct ctl_fenced *
   }
 }
 
-static void s_write_done(struct braid_vc *vc, int r, uint64_t cookie, bool ok, uint64_t now) {
+static void s_write_done(struct braid_vc *vc, int r, uint64_t cookie, uint64_t now) {
   struct sreq *q = s_find(vc, (uint32_t)(cookie >> 20));
   uint32_t idx = (uint32_t)(cookie & 0xfffff);
   if (!q || idx >= q->nch) return;
   struct chunk *c = &q->ch[idx];
-  if (c->state != CH_INFLIGHT || c->rail != r || !ok) return; /* a flushed write stays in flight */
+  if (c->state != CH_INFLIGHT || c->rail != r) return; /* a stale completion */
   size_t len = idx + 1 < q->nch ? vc->chunk : q->size - (size_t)idx * vc->chunk;
   c->state = CH_ACKED;
   q->acked++;
@@ -382,7 +380,7 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
  * once its completions have drained.  false for a rail that does not exist (c failed). */
 static bool ctl_fence_rail(struct braid_vc *vc, unsigned rail, const char *what, const char *why) {
   if (rail >= (unsigned)vc->nrails) {
-    vc_fail(vc, "garbled %s from the peer%s", what, "");
+    vc_fail(vc, "garbled %s from the peer", what);
     return false;
   }
   fail_rail(vc, (int)rail, why);
@@ -391,13 +389,13 @@ static bool ctl_fence_rail(struct braid_vc *vc, unsigned rail, const char *what,
   return true;
 }
 
-static void on_ctl(struct braid_vc *vc, int r, const uint8_t *d, uint32_t len) {
+static void on_ctl(struct braid_vc *vc, const uint8_t *d, uint32_t len) {
   uint8_t type = len ? d[0] : 0;
   if (vc->sender && type == CTL_CTS && len == sizeof(struct ctl_cts)) {
     struct ctl_cts m;
     memcpy(&m, d, sizeof m);
     if (m.slot != m.seq % BRAID_VC_SLOTS || m.nrails != vc->nrails) {
-      vc_fail(vc, "garbled CTS from the peer%s%s", "", "");
+      vc_fail(vc, "garbled CTS from the peer");
       return;
     }
     /* A control message whose send completion was lost with a failed rail is sent again on
@@ -425,11 +423,8 @@ static void on_ctl(struct braid_vc *vc, int r, const uint8_t *d, uint32_t len) {
     struct rreq *q = &vc->r[m.seq % BRAID_VC_SLOTS];
     if (q->used && q->seq == m.seq) q->fin = true;
   } else {
-    char t[32];
-    snprintf(t, sizeof t, "%u (%u bytes)", type, len);
-    vc_fail(vc, "unexpected control message of type %s from the peer%s", t, "");
+    vc_fail(vc, "unexpected control message of type %u (%u bytes) from the peer", type, len);
   }
-  (void)r;
 }
 
 static void on_event(struct braid_vc *vc, int r, const struct braid_verbs_ev *ev, uint64_t now) {
@@ -449,12 +444,12 @@ static void on_event(struct braid_vc *vc, int r, const struct braid_verbs_ev *ev
       vc->probe_out[r] = false;
       if (!vc->down[r]) braid_sched_acked(&vc->sched, r, vc->probe_len[r], vc->probe_sent[r], now);
     } else {
-      s_write_done(vc, r, ev->cookie, true, now);
+      s_write_done(vc, r, ev->cookie, now);
     }
     break;
-  case BRAID_VERBS_EV_CTRL: on_ctl(vc, r, ev->data, ev->len); break;
+  case BRAID_VERBS_EV_CTRL: on_ctl(vc, ev->data, ev->len); break;
   case BRAID_VERBS_EV_WRITE_IMM:
-    if (vc->sender) vc_fail(vc, "a write arrived on a sending connection%s%s", "", "");
+    if (vc->sender) vc_fail(vc, "a write arrived on a sending connection");
     else r_imm(vc, ev->imm, ev->len);
     break;
   case BRAID_VERBS_EV_ERROR:
@@ -507,17 +502,9 @@ int braid_vc_progress(struct braid_vc *vc) {
   if (vc->sender) {
     for (uint32_t n = vc->s_seq - BRAID_VC_SLOTS; n != vc->s_seq; n++) {
       struct sreq *q = s_find(vc, n);
-      if (q && q->needs_fin && !q->fin_done && q->acked == q->nch && !q->fin_done) {
-        bool queued = false;
-        for (int i = 0; i < CTLQ; i++) {
-          struct ctl_fin m;
-          memcpy(&m, vc->ctl[i].data, sizeof m);
-          queued |= vc->ctl[i].used && m.type == CTL_FIN && m.seq == q->seq;
-        }
-        if (!queued) {
-          struct ctl_fin m = {.type = CTL_FIN, .seq = q->seq};
-          ctl_queue(vc, &m, sizeof m);
-        }
+      if (q && q->needs_fin && !q->fin_queued && q->acked == q->nch) {
+        struct ctl_fin m = {.type = CTL_FIN, .seq = q->seq}; /* re-posted by the queue if lost */
+        q->fin_queued = ctl_queue(vc, &m, sizeof m) == 0;
       }
     }
     s_schedule(vc, now);
@@ -594,16 +581,12 @@ void braid_vc_addrs(const struct braid_vc *vc, struct braid_verbs_ep_addr *out) 
 }
 
 int braid_vc_connect(struct braid_vc *vc, const struct braid_verbs_ep_addr *peer, int npeer) {
-  if (npeer != vc->nrails) {
-    char a[32];
-    snprintf(a, sizeof a, "%d rails, this side %d", npeer, vc->nrails);
-    return vc_fail(vc, "the peer has %s%s", a, "");
-  }
+  if (npeer != vc->nrails) return vc_fail(vc, "the peer has %d rails, this side %d", npeer, vc->nrails);
   for (int r = 0; r < vc->nrails; r++)
-    if (braid_verbs_ep_connect(vc->ep[r], &peer[r])) return vc_fail(vc, "connecting rail %s failed%s", braid_verbs_ep_name(vc->ep[r]), "");
+    if (braid_verbs_ep_connect(vc->ep[r], &peer[r])) return vc_fail(vc, "connecting rail %s failed", braid_verbs_ep_name(vc->ep[r]));
   if (vc->sender) return 0;
   if (!(vc->scratch = malloc(vc->chunk)) || braid_vc_reg(vc, vc->scratch, vc->chunk, &vc->scratch_mem))
-    return vc_fail(vc, "cannot register the probes' scratch area%s%s", "", "");
+    return vc_fail(vc, "cannot register the probes' scratch area");
   struct ctl_area a = {.type = CTL_AREA, .nrails = (uint8_t)vc->nrails, .addr = (uintptr_t)vc->scratch,
                        .len = vc->chunk};
   for (int r = 0; r < vc->nrails; r++) a.rkey[r] = vc->scratch_mem->mr[r].rkey;
@@ -636,19 +619,17 @@ static bool mem_covers(const struct braid_vc_mem *m, const void *buf, size_t len
 
 int braid_vc_isend(struct braid_vc *vc, const void *buf, size_t size, struct braid_vc_mem *mem, int *req) {
   if (vc->failed) return -1;
-  if (!vc->sender) return vc_fail(vc, "isend on a receiving connection%s%s", "", "");
+  if (!vc->sender) return vc_fail(vc, "isend on a receiving connection");
   uint32_t nch = size ? (uint32_t)((size + vc->chunk - 1) / vc->chunk) : 1;
-  if (size > (size_t)BRAID_VC_MAX_CHUNKS * vc->chunk || (size && (!mem || mem->n != vc->nrails))) {
-    char a[64];
-    snprintf(a, sizeof a, "%zu", size);
-    return vc_fail(vc, size && (!mem || mem->n != vc->nrails) ? "a send of %s bytes from unregistered memory%s"
-                                                             : "a send of %s bytes: larger than the connection carries%s", a, "");
-  }
-  if (size && !mem_covers(mem, buf, size)) return vc_fail(vc, "a send from outside its memory registration%s%s", "", "");
+  if (size && (!mem || mem->n != vc->nrails))
+    return vc_fail(vc, "a send of %zu bytes from unregistered memory", size);
+  if (size > (size_t)BRAID_VC_MAX_CHUNKS * vc->chunk)
+    return vc_fail(vc, "a send of %zu bytes: larger than the connection carries", size);
+  if (size && !mem_covers(mem, buf, size)) return vc_fail(vc, "a send from outside its memory registration");
   struct sreq *q = &vc->s[vc->s_seq % BRAID_VC_SLOTS];
   if (q->used) return 1;
   struct chunk *ch = calloc(nch, sizeof *ch);
-  if (!ch) return vc_fail(vc, "out of memory%s%s", "", "");
+  if (!ch) return vc_fail(vc, "out of memory");
   *q = (struct sreq){.used = true, .seq = vc->s_seq++, .nch = nch, .buf = buf, .size = size,
                      .base = size ? (size_t)((uintptr_t)buf - (uintptr_t)mem->mr[0].addr) : 0,
                      .mem = mem, .ch = ch};
@@ -659,12 +640,12 @@ int braid_vc_isend(struct braid_vc *vc, const void *buf, size_t size, struct bra
 
 int braid_vc_irecv(struct braid_vc *vc, void *buf, size_t cap, struct braid_vc_mem *mem, int *req) {
   if (vc->failed) return -1;
-  if (vc->sender) return vc_fail(vc, "irecv on a sending connection%s%s", "", "");
+  if (vc->sender) return vc_fail(vc, "irecv on a sending connection");
   int k = (int)(vc->r_seq % BRAID_VC_SLOTS);
   struct rreq *q = &vc->r[k];
   if (q->used) return 1;
   if (cap && (!mem || mem->n != vc->nrails || !mem_covers(mem, buf, cap)))
-    return vc_fail(vc, "a receive into unregistered memory%s%s", "", "");
+    return vc_fail(vc, "a receive into unregistered memory");
   struct ctl_cts m = {.type = CTL_CTS, .slot = (uint8_t)k, .nrails = (uint8_t)vc->nrails,
                       .seq = vc->r_seq, .addr = (uintptr_t)buf, .cap = cap};
   for (int r = 0; cap && r < vc->nrails; r++) m.rkey[r] = mem->mr[r].rkey;
@@ -678,10 +659,10 @@ int braid_vc_irecv(struct braid_vc *vc, void *buf, size_t cap, struct braid_vc_m
 int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size) {
   *done = false;
   if (braid_vc_progress(vc)) return -1;
-  if (req < 0 || req >= BRAID_VC_SLOTS) return vc_fail(vc, "test of an unknown request%s%s", "", "");
+  if (req < 0 || req >= BRAID_VC_SLOTS) return vc_fail(vc, "test of an unknown request");
   if (vc->sender) {
     struct sreq *q = &vc->s[req];
-    if (!q->used) return vc_fail(vc, "test of an unknown request%s%s", "", "");
+    if (!q->used) return vc_fail(vc, "test of an unknown request");
     if (!s_finished(q)) return 0;
     if (size) *size = q->size;
     free(q->ch);
@@ -689,7 +670,7 @@ int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size) {
     q->used = false;
   } else {
     struct rreq *q = &vc->r[req];
-    if (!q->used) return vc_fail(vc, "test of an unknown request%s%s", "", "");
+    if (!q->used) return vc_fail(vc, "test of an unknown request");
     if (!q->nch || q->got < q->nch || (q->needs_fin && !q->fin)) return 0;
     if (size) *size = q->size;
     free(q->seen);
