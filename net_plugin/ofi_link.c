@@ -9,6 +9,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "sock.h"
 #include "ofi.h"
 
 #define LINK_CHECK_NS 10000000ull /* how often a linked stream's socket is checked */
@@ -81,13 +82,7 @@ int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t 
   if (s->ofi_linked) {
     if (now - s->ofi_check_ns < LINK_CHECK_NS) return 1;
     s->ofi_check_ns = now;
-    char b;
-    ssize_t n = recv(s->fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
-    if (n == 0) return snprintf(why, whylen, "the peer closed the connection"), -1;
-    if (n > 0) return snprintf(why, whylen, "unexpected bytes on the set-up socket"), -1;
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-      return snprintf(why, whylen, "set-up socket failed: %s", strerror(errno)), -1;
-    return 1;
+    return braid_sock_silent(s->fd, why, whylen);
   }
   int rc = link_read(s, why, whylen);
   if (rc < 0) return -1;

@@ -83,6 +83,16 @@ int braid_sock_connected(int fd) {
   return -1;
 }
 
+int braid_sock_silent(int fd, char *why, size_t whylen) {
+  char b;
+  ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+  if (n == 0) return snprintf(why, whylen, "the peer closed the connection"), -1;
+  if (n > 0) return snprintf(why, whylen, "unexpected bytes on the set-up socket"), -1;
+  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    return snprintf(why, whylen, "set-up socket failed: %s", strerror(errno)), -1;
+  return 1;
+}
+
 void braid_sock_short_queue(int fd) {
   int lowat = 64 << 10;
   setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);

@@ -3,6 +3,7 @@
 #define BRAID_SOCK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "ifaces.h"
 
@@ -17,6 +18,9 @@ void braid_sock_tune(int fd);
 void braid_sock_set_timeout(int fd, int64_t timeout_ms);
 /* A non-blocking connect: 1 connected, 0 still in progress, -1 failed (errno says why). */
 int braid_sock_connected(int fd);
+/* A set-up socket that must stay open and silent (ofi and verbs carry data elsewhere): 1 while
+ * it does, -1 with the reason in why when the peer closed it, sent bytes on it, or it failed. */
+int braid_sock_silent(int fd, char *why, size_t whylen);
 /* A short unsent queue (TCP_NOTSENT_LOWAT), so a slow rail's backlog stays short in time. */
 void braid_sock_short_queue(int fd);
 /* Constant-time comparison of two secrets. */

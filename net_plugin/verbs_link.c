@@ -12,6 +12,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "sock.h"
 #include "param.h"
 #include "verbs_conn.h"
 #include "verbs_dev.h"
@@ -82,13 +83,7 @@ int braid_verbs_link_ready(struct braid_comm *c, char *why, size_t whylen) {
   if (c->vlinked) {
     if (now - c->vcheck_ns < VLINK_CHECK_NS) return 1;
     c->vcheck_ns = now;
-    char b;
-    ssize_t n = recv(c->streams[0].fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
-    if (n == 0) return snprintf(why, whylen, "the peer closed the connection"), -1;
-    if (n > 0) return snprintf(why, whylen, "unexpected bytes on the set-up socket"), -1;
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-      return snprintf(why, whylen, "set-up socket failed: %s", strerror(errno)), -1;
-    return 1;
+    return braid_sock_silent(c->streams[0].fd, why, whylen);
   }
   int rc = link_read(c, why, whylen);
   if (rc < 0) return -1;
