@@ -16,6 +16,14 @@ static int decided; /* 0 not yet, 1 done, -1 failed */
 static enum braid_transport chosen;
 static char name[128] = "TCP sockets";
 
+/* verbs chosen, with n usable ports: the name for logs and the one INFO line saying why. */
+static int choose_verbs(int n, const char *why) {
+  chosen = BRAID_TRANSPORT_VERBS;
+  snprintf(name, sizeof name, "verbs (%d RDMA port%s)", n, n > 1 ? "s" : "");
+  BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: %s (%s)", name, why);
+  return 1;
+}
+
 static int decide(void) {
   const char *want = braid_param_str(BRAID_P_TRANSPORT);
   char why[300];
@@ -42,11 +50,7 @@ static int decide(void) {
       BRAID_WARN("BRAID_TRANSPORT=verbs, but no RDMA port can be used: %s", n < 0 ? "bad BRAID_IB_HCA" : why);
       return -1;
     }
-    chosen = BRAID_TRANSPORT_VERBS;
-    snprintf(name, sizeof name, "verbs (%d RDMA port%s)", n, n > 1 ? "s" : "");
-    BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: verbs, %d RDMA port%s (BRAID_TRANSPORT=verbs; host "
-               "memory only: NCCL stages GPU data through it)", n, n > 1 ? "s" : "");
-    return 1;
+    return choose_verbs(n, "BRAID_TRANSPORT=verbs; host memory only: NCCL stages GPU data through it");
   }
   if (strcmp(want, "auto")) {
     BRAID_WARN("invalid configuration: BRAID_TRANSPORT=\"%s\" (use auto, socket, ofi or verbs)", want);
@@ -57,13 +61,7 @@ static int decide(void) {
   char vwhy[300] = "";
   if (braid_verbs_probe(vwhy, sizeof vwhy)) {
     int n = braid_verbs_rails(rails, 16, vwhy, sizeof vwhy);
-    if (n > 0) {
-      chosen = BRAID_TRANSPORT_VERBS;
-      snprintf(name, sizeof name, "verbs (%d RDMA port%s)", n, n > 1 ? "s" : "");
-      BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: verbs, %d RDMA port%s (auto: RDMA devices with "
-                 "active ports)", n, n > 1 ? "s" : "");
-      return 1;
-    }
+    if (n > 0) return choose_verbs(n, "auto: RDMA devices with active ports");
   }
   if (!braid_ofi_probe(&hw, why, sizeof why)) {
     BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: TCP sockets (auto: %s)", why);
@@ -110,11 +108,6 @@ ncclResult_t braid_transport_get(enum braid_transport *t) {
 }
 
 const char *braid_transport_name(void) { return name; }
-
-int braid_transport_ofi(void) {
-  enum braid_transport t;
-  return braid_transport_get(&t) == ncclSuccess && t == BRAID_TRANSPORT_OFI;
-}
 
 enum braid_transport braid_transport_kind(void) {
   enum braid_transport t;

@@ -15,8 +15,6 @@ ncclResult_t braid_transport_get(enum braid_transport *t);
 const char *braid_transport_name(void);
 /* Whether BRAID_TRANSPORT named the transport (socket or ofi) rather than auto. */
 int braid_transport_forced(void);
-/* Whether this process's transport is ofi (false also when the choice failed). */
-int braid_transport_ofi(void);
 /* This process's transport (socket also when the choice failed). */
 enum braid_transport braid_transport_kind(void);
 /* "TCP sockets", "libfabric", "verbs", for messages about a mismatch. */
