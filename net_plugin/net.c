@@ -263,30 +263,38 @@ ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
   return ncclSuccess;
 }
 
+/* verbs comms: the registration of a buffer of size bytes on every rail; NULL otherwise, or
+ * for an empty buffer without a handle.  false (with a WARN) for a missing or invalid handle. */
+static bool net_vmem(const struct braid_comm *c, void *mhandle, size_t size, const char *what,
+                     struct braid_vc_mem **vmem) {
+  struct braid_mr *mr = mhandle;
+  *vmem = NULL;
+  if (!c->verbs) return true;
+  if (mr && mr->magic == MR_MAGIC && mr->vmem) *vmem = mr->vmem;
+  else if (size) {
+    BRAID_WARN("%s of %zu bytes over verbs with an invalid memory handle %p", what, size, mhandle);
+    return false;
+  }
+  return true;
+}
+
 ncclResult_t braid_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                              void **request) {
   *request = NULL;
   struct braid_comm *c = net_comm(send_comm, BRAID_COMM_SEND, "isend");
-  if (!c) return ncclInvalidArgument;
-  struct braid_mr *mr = mhandle;
-  if (c->verbs && size && (!mr || mr->magic != MR_MAGIC || !mr->vmem)) {
-    BRAID_WARN("isend of %zu bytes over verbs with an invalid memory handle %p", size, mhandle);
-    return ncclInvalidArgument;
-  }
-  return braid_xfer_isend(c, data, size, tag, c->verbs && mr ? mr->vmem : NULL, request);
+  struct braid_vc_mem *vmem;
+  if (!c || !net_vmem(c, mhandle, size, "isend", &vmem)) return ncclInvalidArgument;
+  return braid_xfer_isend(c, data, size, tag, vmem, request);
 }
 
 ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
                              const int *tags, void **mhandles, void **request) {
   *request = NULL;
   struct braid_comm *c = net_comm(recv_comm, BRAID_COMM_RECV, "irecv");
-  if (!c) return ncclInvalidArgument;
-  struct braid_mr *mr = mhandles ? mhandles[0] : NULL;
-  if (c->verbs && n >= 1 && sizes[0] && (!mr || mr->magic != MR_MAGIC || !mr->vmem)) {
-    BRAID_WARN("irecv of %zu bytes over verbs with an invalid memory handle %p", sizes[0], (void *)mr);
+  struct braid_vc_mem *vmem;
+  if (!c || (n >= 1 && !net_vmem(c, mhandles ? mhandles[0] : NULL, sizes[0], "irecv", &vmem)))
     return ncclInvalidArgument;
-  }
-  return braid_xfer_irecv(c, n, data, sizes, tags, c->verbs && mr ? mr->vmem : NULL, request);
+  return braid_xfer_irecv(c, n, data, sizes, tags, n >= 1 ? vmem : NULL, request);
 }
 
 ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,

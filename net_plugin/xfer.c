@@ -106,14 +106,11 @@ ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const si
   }
   struct braid_req *r = braid_req_alloc(c, BRAID_REQ_RECV);
   if (!r) return ncclSuccess;
-  if (c->verbs) {
-    r->n = 1;
-    r->slot[0] = (struct braid_recv_slot){.buf = data[0], .cap = sizes[0], .tag = tags[0], .msg = -1};
-    return xfer_verbs_post(c, r, braid_vc_irecv(c->vc, data[0], sizes[0], vmem, &r->vreq), request);
-  }
   r->n = n;
   for (int i = 0; i < n; i++)
     r->slot[i] = (struct braid_recv_slot){.buf = data[i], .cap = sizes[i], .tag = tags[i], .msg = -1};
+  if (c->verbs)
+    return xfer_verbs_post(c, r, braid_vc_irecv(c->vc, data[0], sizes[0], vmem, &r->vreq), request);
   braid_rx_post(c, r);
   *request = r;
   return ncclSuccess;
@@ -128,17 +125,11 @@ ncclResult_t braid_xfer_test(void *request, int *done, int *sizes) {
   }
   struct braid_comm *c = r->comm;
   if (c->verbs) {
-    bool vdone = false;
     size_t size = 0;
     if (c->err) return c->err;
-    if (braid_vc_test(c->vc, r->vreq, &vdone, &size))
+    if (braid_vc_test(c->vc, r->vreq, &r->done, &size))
       return braid_comm_fail(c, ncclRemoteError, "verbs: %s", braid_vc_error(c->vc));
-    if (!vdone) {
-      braid_diag_check(c, r);
-      return c->err;
-    }
-    if (r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
-    r->done = true;
+    if (r->done && r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
   } else if (r->kind == BRAID_REQ_SEND) braid_tx_progress(c); /* also moves other sends' data */
   else if (!r->done) braid_rx_progress(c, true);
   if (!r->done) {
