@@ -162,6 +162,7 @@ struct braid_stream {
   struct braid_ofi_rx ofi_rx[BRAID_OFI_RX_DEPTH];
   int ofi_rx_head, ofi_rx_count;
   uint64_t ofi_check_ns;             /* when the socket was last checked for the peer closing */
+  uint64_t poke_ns;                  /* tx: when the set-up socket's last poke went (0: never) */
 };
 
 struct braid_sched;
@@ -207,6 +208,7 @@ struct braid_comm {
   unsigned rr;
   struct braid_rail_stats *stats[16]; /* per rail, NULL when not reported */
   uint64_t next_tick_ns;
+  uint64_t start_ns;                  /* sender: when the scheduler started (event log times) */
   /* receive side */
   uint64_t next_match;           /* lowest sequence not yet matched or buffered */
   struct braid_rxmsg *msgs;      /* BRAID_MSG_WINDOW entries, by seq */

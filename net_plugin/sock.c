@@ -83,14 +83,42 @@ int braid_sock_connected(int fd) {
   return -1;
 }
 
+#define SOCK_POKE 0x50 /* 'P' */
+
 int braid_sock_silent(int fd, char *why, size_t whylen) {
-  char b;
-  ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+  char b[64];
+  ssize_t n = recv(fd, b, 1, MSG_DONTWAIT | MSG_PEEK);
   if (n == 0) return snprintf(why, whylen, "the peer closed the connection"), -1;
+  if (n > 0 && (uint8_t)b[0] == SOCK_POKE) {
+    /* Drop the pokes waiting (all of them, up to one that is not a poke). */
+    ssize_t k = recv(fd, b, sizeof b, MSG_DONTWAIT | MSG_PEEK), m = 0;
+    while (m < k && (uint8_t)b[m] == SOCK_POKE) m++;
+    if (m > 0 && recv(fd, b, (size_t)m, MSG_DONTWAIT) != m)
+      return snprintf(why, whylen, "set-up socket failed: %s", strerror(errno)), -1;
+    return m == k ? 1 : braid_sock_silent(fd, why, whylen);
+  }
   if (n > 0) return snprintf(why, whylen, "unexpected bytes on the set-up socket"), -1;
   if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
     return snprintf(why, whylen, "set-up socket failed: %s", strerror(errno)), -1;
   return 1;
+}
+
+bool braid_sock_retransmitting(int fd) {
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return true;
+  return ti.tcpi_unacked > 0 && (ti.tcpi_retransmits > 0 || ti.tcpi_backoff > 0);
+}
+
+int braid_sock_poke(int fd) {
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return -1;
+  if (ti.tcpi_unacked > 0) return 1;
+  uint8_t b = SOCK_POKE;
+  ssize_t n = send(fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n == 1) return 0;
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 1 : -1;
 }
 
 void braid_sock_short_queue(int fd) {

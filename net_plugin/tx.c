@@ -12,6 +12,7 @@
  * the others; when acknowledgements flow again on it, the rail is re-admitted as a probe.  Small
  * sends are copied, complete at once and are re-sent from the copy. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
@@ -310,10 +311,10 @@ static void tx_log_event(struct braid_comm *c, const struct braid_sched_event *e
   }
   bool quiet = e->from == e->to || e->reason == BRAID_SCHED_PROBE_OK;
   braid_log(quiet ? NCCL_LOG_INFO : NCCL_LOG_WARN, quiet ? NCCL_NET : NCCL_ALL, __FILE__, __LINE__,
-            "rail %d (%s) to %s: %s -> %s (%s; %.0f Mbit/s measured, best other %.0f Mbit/s)",
-            e->rail, c->streams[e->rail].rail_name, c->peer, braid_sched_state_name(e->from),
+            "rail %d (%s) to %s: %s -> %s (%s; %.0f Mbit/s measured, best other %.0f Mbit/s; "
+            "at %.3f s)", e->rail, c->streams[e->rail].rail_name, c->peer, braid_sched_state_name(e->from),
             braid_sched_state_name(e->to), braid_sched_reason_name(e->reason),
-            e->est_Bps * 8e-6, e->ref_Bps * 8e-6);
+            e->est_Bps * 8e-6, e->ref_Bps * 8e-6, (double)(e->at_ns - c->start_ns) * 1e-9);
 }
 
 /* A rail broke: its unacknowledged chunks go back to the front of the ready queue.  A half-written
@@ -369,33 +370,59 @@ static void tx_stream_broken(struct braid_comm *c, struct braid_stream *s, const
   tx_fail_rail(c, s->rail, now);
 }
 
-/* Whether rail's TCP connections show a dead path: data the peer's kernel has not acknowledged
- * and the retransmission timer firing (on an overloaded host that can be spurious: then a rail
- * flaps, but the last live one is never failed this way).  A peer
- * whose application is merely slow (not posting receives: a straggler, a checkpoint) still has
- * its kernel acknowledge, or advertise a full window, and is never failed for it. */
-static bool tx_path_dead(struct braid_comm *c, int rail) {
-  if (c->ofi) return true; /* no kernel view of a provider's path: the stall verdict stands */
+/* ofi: a poke still unacknowledged this long after it went, with TCP retransmitting it, shows a
+ * dead path.  Linux retransmits first after at least 200 ms; a live path (even one whose queue
+ * drops a packet now and then) has acknowledged the retransmission well before 300 ms. */
+#define TX_POKE_DEAD_NS 300000000ull
+
+/* ofi: pokes rail's set-up sockets (sock.h), one unacknowledged poke at a time, so that a stall
+ * can be told apart from a slow rail: the provider's own connections are out of sight. */
+static void tx_poke(struct braid_comm *c, int rail, uint64_t now) {
+  if (!c->ofi) return;
   for (int i = rail; i < c->nstreams; i += c->nrails) {
-    struct tcp_info ti;
-    socklen_t len = sizeof ti;
-    if (c->streams[i].dead) continue;
-    if (getsockopt(c->streams[i].fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return true;
-    if (ti.tcpi_unacked > 0 && (ti.tcpi_retransmits > 0 || ti.tcpi_backoff > 0)) return true;
+    struct braid_stream *s = &c->streams[i];
+    if (s->dead || s->fd < 0 || !s->ofi_linked) continue;
+    int rc = braid_sock_poke(s->fd);
+    if (rc == 0) s->poke_ns = now;
+    else if (rc < 0) {
+      char why[128];
+      snprintf(why, sizeof why, "set-up socket failed: %s", strerror(errno));
+      tx_stream_broken(c, s, why, now);
+    }
+  }
+}
+
+/* Whether rail's path shows dead.  Sockets: data the peer's kernel has not acknowledged and the
+ * retransmission timer firing (on an overloaded host that can be spurious: then a rail flaps,
+ * but the last live one is never failed this way).  ofi: the same for a poke on the set-up
+ * socket, TX_POKE_DEAD_NS after it went.  A peer whose application is merely slow (not posting
+ * receives: a straggler, a checkpoint) still has its kernel acknowledge, or advertise a full
+ * window, and is never failed for it; nor is a slow rail, whose queue the poke waits behind at
+ * most briefly (it does not share the provider's connection). */
+static bool tx_path_dead(struct braid_comm *c, int rail, uint64_t now) {
+  for (int i = rail; i < c->nstreams; i += c->nrails) {
+    struct braid_stream *s = &c->streams[i];
+    if (s->dead || s->fd < 0) continue;
+    if (c->ofi && (!s->poke_ns || now - s->poke_ns < TX_POKE_DEAD_NS)) continue;
+    if (braid_sock_retransmitting(s->fd)) return true;
   }
   return false;
 }
 
-/* Rails the scheduler called stalled: failed once their path shows dead, forgiven once acks flow. */
+/* Rails the scheduler called stalled (ofi: late): failed once their path shows dead, forgiven once
+ * acks flow. */
 static void tx_check_suspects(struct braid_comm *c, uint64_t now) {
   for (int r = 0; r < c->nrails && c->suspect; r++) {
     if (!(c->suspect >> r & 1u)) continue;
-    if (c->sched->rail[r].state == BRAID_RAIL_DOWN || !braid_sched_stalled(c->sched, r, now)) {
+    bool silent = braid_sched_stalled(c->sched, r, now) || (c->ofi && braid_sched_late(c->sched, r, now));
+    if (c->sched->rail[r].state == BRAID_RAIL_DOWN || !silent) {
       c->suspect &= ~(1u << r);
-    } else if (tx_path_dead(c, r) && braid_sched_count(c->sched, BRAID_RAIL_DOWN) < c->nrails - 1) {
+    } else if (tx_path_dead(c, r, now) && braid_sched_count(c->sched, BRAID_RAIL_DOWN) < c->nrails - 1) {
       /* The last live rail is never failed on a stall: only a hard error ends a connection. */
       c->suspect &= ~(1u << r);
       tx_fail_rail(c, r, now);
+    } else {
+      tx_poke(c, r, now); /* keeps one poke in flight while the rail is suspect */
     }
   }
 }
@@ -553,7 +580,14 @@ static ncclResult_t tx_progress_rails(struct braid_comm *c) {
     int n = braid_sched_tick(c->sched, now, ev, 8);
     for (int i = 0; i < n; i++) {
       tx_log_event(c, &ev[i]);
-      if (ev[i].reason == BRAID_SCHED_STALLED) c->suspect |= 1u << ev[i].rail;
+      /* Sockets: a stall verdict, then the data sockets' kernel view.  ofi: LATE already (tens
+       * of ms into a silence), then a poke's fate: the verdict, which scales with an estimate
+       * that can be far off (the first sample includes the provider's connection set-up and the
+       * peer's first receive), is not needed where there is evidence. */
+      if (ev[i].reason == BRAID_SCHED_STALLED || (c->ofi && ev[i].reason == BRAID_SCHED_LATE)) {
+        c->suspect |= 1u << ev[i].rail;
+        tx_poke(c, ev[i].rail, now);
+      }
     }
     tx_check_suspects(c, now);
     for (int r = 0; r < c->nrails && r < 16; r++)
@@ -578,7 +612,8 @@ ncclResult_t braid_tx_init(struct braid_comm *c) {
   if (!c->sched) return ncclSystemError;
   double nominal[BRAID_SCHED_MAX_RAILS];
   for (int r = 0; r < c->nrails; r++) nominal[r] = c->streams[r].rail_Bps;
-  if (braid_sched_init(c->sched, c->nrails, NULL, nominal, braid_now_ns()) != 0)
+  c->start_ns = braid_now_ns();
+  if (braid_sched_init(c->sched, c->nrails, NULL, nominal, c->start_ns) != 0)
     return ncclInternalError;
   for (int r = c->nprimary; r < c->nrails; r++) braid_sched_set_backup(c->sched, r, true);
   for (int r = 0; r < c->nrails; r++) { /* a rail that did not connect starts down */
