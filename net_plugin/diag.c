@@ -7,6 +7,7 @@
 #include "log.h"
 #include "verbs_conn.h"
 #include "param.h"
+#include "sched.h"
 
 static atomic_uint diag_generation;
 
@@ -34,6 +35,38 @@ void braid_diag_uninstall(void) {
   }
 }
 
+/* Where each stream stands (socket and ofi transports): what a stuck connection waits for. */
+static void diag_streams(struct braid_comm *c, uint64_t now) {
+  if (c->kind == BRAID_COMM_SEND && c->sched) {
+    BRAID_WARN("  send side: %zu bytes queued for a rail (%zu chunks to re-send or place), suspect "
+               "rails 0x%x", c->pending_bytes, c->requeue.count, c->suspect);
+    for (int r = 0; r < c->nrails; r++) {
+      const struct braid_sched_rail *sr = &c->sched->rail[r];
+      BRAID_WARN("  rail %d: %s, %.0f Mbit/s, %zu bytes in flight, last ack %.0f ms ago",
+                 r, braid_sched_state_name(sr->state), sr->est_Bps * 8e-6, sr->inflight,
+                 (double)(now - sr->last_progress_ns) / 1e6);
+    }
+  }
+  for (int i = 0; i < c->nstreams; i++) {
+    const struct braid_stream *s = &c->streams[i];
+    if (c->kind == BRAID_COMM_SEND)
+      BRAID_WARN("  stream %d (rail %d)%s: %d frames queued, %zu chunks unacknowledged, frames "
+                 "started %llu, acknowledged %llu, ignored up to %llu", i, s->rail,
+                 s->dead ? " dead" : "", s->tx_count, s->unacked.count,
+                 (unsigned long long)s->frames_started, (unsigned long long)s->frames_acked,
+                 (unsigned long long)s->ignore_until);
+    else
+      BRAID_WARN("  stream %d (rail %d)%s: %s, %d ofi receives open, frames received %llu, "
+                 "acknowledged %llu", i, s->rail, s->dead ? " dead" : s->eof ? " closed" : "",
+                 s->in_frame ? "in a frame" : "between frames", s->ofi_rx_count,
+                 (unsigned long long)s->frames_recvd, (unsigned long long)s->frames_ack_sent);
+  }
+  if (c->kind != BRAID_COMM_SEND)
+    BRAID_WARN("  receive side: next message to match %llu, %d receives waiting for a message, "
+               "%d messages buffered (%zu bytes)", (unsigned long long)c->next_match, c->nposted,
+               c->nunexpected, c->unexpected_bytes);
+}
+
 static void diag_dump(struct braid_comm *c, const char *why, uint64_t now) {
   int pending = 0;
   for (int i = 0; i < c->nreqs; i++) pending += c->reqs[i].kind != BRAID_REQ_FREE && !c->reqs[i].done;
@@ -46,6 +79,7 @@ static void diag_dump(struct braid_comm *c, const char *why, uint64_t now) {
     BRAID_WARN("  verbs: %s", d);
     return;
   }
+  diag_streams(c, now);
   int shown = 0;
   for (int i = 0; i < c->nreqs && shown < 8; i++) {
     struct braid_req *r = &c->reqs[i];
