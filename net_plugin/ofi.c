@@ -47,6 +47,8 @@ static struct {
   char why[256];
   char prov[96];
   int hw;
+  bool manual; /* the provider offered no automatic data progress (see make_hints) */
+  char desc[160]; /* prov, and what it lacks */
   int ndomains;
   struct fi_info *info[MAX_DOMAINS]; /* one per domain (duplicated entries) */
   struct fid_fabric *fabric[MAX_DOMAINS];
@@ -65,9 +67,16 @@ static int rank_of(const char *prov, int *hw) {
   return -1; /* shm (one node only), udp;ofi_rxd and unknown ones: not chosen unless FI_PROVIDER */
 }
 
-static struct fi_info *make_hints(void) {
+/* Hints for fi_getinfo.  auto_progress: data progress FI_PROGRESS_AUTO, i.e. the provider moves
+ * data without being called, as the kernel does for sockets.  braid needs that: a receiver's last
+ * acknowledgement of a transfer is sent right before NCCL's test() reports the receive done, and
+ * NCCL may not call into that connection again for a long time; with manual progress the
+ * acknowledgement can wait in the provider (seen with tcp;ofi_rxm: the sender then waits
+ * forever for it).  Providers that only offer manual progress are used without it. */
+static struct fi_info *make_hints(bool auto_progress) {
   struct fi_info *h = fi.dupinfo(NULL);
   if (!h) return NULL;
+  if (auto_progress) h->domain_attr->data_progress = FI_PROGRESS_AUTO;
   h->caps = FI_MSG | FI_TAGGED;
   h->mode = FI_CONTEXT | FI_CONTEXT2;
   h->ep_attr->type = FI_EP_RDM;
@@ -98,10 +107,14 @@ static int probe_locked(void) {
   /* Host memory only (braid does not register GPU memory yet), so FI_HMEM is not asked for:
    * a provider granting it may require every buffer registered (FI_MR_HMEM). */
   struct fi_info *list = NULL;
-  struct fi_info *hints = make_hints();
-  int rc = hints ? fi.getinfo(OFI_API, NULL, NULL, 0, hints, &list) : -FI_ENOMEM;
-  if (hints) fi.freeinfo(hints);
-  if (rc) list = NULL;
+  int rc = -FI_ENOMEM;
+  for (int pass = 0; pass < 2 && !list; pass++) {
+    struct fi_info *hints = make_hints(pass == 0);
+    rc = hints ? fi.getinfo(OFI_API, NULL, NULL, 0, hints, &list) : -FI_ENOMEM;
+    if (hints) fi.freeinfo(hints);
+    if (rc) list = NULL;
+    g.manual = pass == 1;
+  }
   if (!list) {
     const char *p = getenv("FI_PROVIDER");
     snprintf(g.why, sizeof g.why, "no libfabric provider offers reliable datagram endpoints with "
@@ -125,6 +138,8 @@ static int probe_locked(void) {
     return -1;
   }
   snprintf(g.prov, sizeof g.prov, "%s", choice);
+  snprintf(g.desc, sizeof g.desc, "%s%s", choice,
+           g.manual ? " (manual progress only: a connection NCCL stops driving may wait)" : "");
   for (struct fi_info *i = list; i && g.ndomains < MAX_DOMAINS; i = i->next) {
     if (strcmp(i->fabric_attr->prov_name, g.prov)) continue;
     int dup = 0;
@@ -162,7 +177,7 @@ __attribute__((destructor)) static void ofi_unload(void) {
   }
 }
 
-const char *braid_ofi_provider(void) { return g.state > 0 ? g.prov : ""; }
+const char *braid_ofi_provider(void) { return g.state > 0 ? g.desc : ""; }
 
 
 /* The domain for a rail: named like its interface, else rail % ndomains; opened once. */
