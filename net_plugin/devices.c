@@ -153,7 +153,15 @@ int braid_devices_group_topo(const struct braid_iface *ifc, int n, const char *s
 
 int braid_devices_fuse(const struct braid_device *devs, int ndevs, const int *children, int n,
                        struct braid_device *out, char *err, size_t errlen) {
-  if (n < 2 || n > 8) return snprintf(err, errlen, "%d devices (2 to 8 can be fused)", n), -1;
+  if (n < 1 || n > 8) return snprintf(err, errlen, "%d devices (1 to 8 can be fused)", n), -1;
+  if (n == 1) { /* NCCL 2.26 asks for one per NIC it does not merge: an alias, same in all */
+    int d = children[0];
+    if (d < 0 || d >= ndevs) return snprintf(err, errlen, "device %d is not a physical device", d), -1;
+    *out = devs[d];
+    out->nchildren = 1;
+    out->children[0] = d;
+    return 0;
+  }
   memset(out, 0, sizeof *out);
   for (int i = 0; i < n; i++) {
     int d = children[i];

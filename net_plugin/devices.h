@@ -31,8 +31,10 @@ struct braid_device {
 };
 
 /* Fuses physical devices children[0..n) of devs (ndevs physical ones) into out: every rail of
- * each, in order.  0, or -1 with a reason in err (fewer than 2, too many, a bad or repeated
- * index, too many rails). */
+ * each, in order; one device gives an alias of it (same name, rails, speed, PCI path and backup
+ * rail: NCCL 2.26 makes a virtual device of each NIC it does not merge, and loops forever when
+ * that fails).  0, or -1 with a reason in err (none, too many, a bad or repeated index, too
+ * many rails). */
 int braid_devices_fuse(const struct braid_device *devs, int ndevs, const int *children, int n,
                        struct braid_device *out, char *err, size_t errlen);
 

@@ -206,4 +206,47 @@ TEST_F(AbiVersions, NoUsableInterfaceFailsInit) {
   EXPECT_EQ(dlclose(lib), 0);
 }
 
+// NCCL 2.26.2-2.26.6 (ncclNet_v10) places every device NCCL_NET_MERGE_LEVEL does not merge with
+// makeVDevice of that one device; a failure marks it unplaced and restarts the loop from the
+// first device, which never ends on a node with two or more devices.  Here: every device's
+// one-device virtual device is made, and is the same device as NCCL sees it.
+TEST_F(AbiVersions, OneDeviceVirtualDevicesAsNccl226MakesThem) {
+  void* lib = dlopen(PluginPath().c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  auto* net = static_cast<ncclNet_v10_t*>(dlsym(lib, "ncclNetPlugin_v10"));
+  ASSERT_NE(net, nullptr);
+  ASSERT_EQ(net->init(nullptr, nullptr), ncclSuccess);
+  int nphys = 0;
+  ASSERT_EQ(net->devices(&nphys), ncclSuccess);
+  ASSERT_GE(nphys, 1);
+  for (int i = 0; i < nphys; i++) {
+    ncclNetVDeviceProps_v10_t vp = {};
+    vp.ndevs = 1;
+    vp.devs[0] = i;
+    int v = -1;
+    ASSERT_EQ(net->makeVDevice(&v, &vp), ncclSuccess) << "device " << i;
+    EXPECT_EQ(v, nphys + i) << "virtual devices follow the physical ones";
+    ncclNetProperties_v10_t p = {}, q = {};
+    ASSERT_EQ(net->getProperties(i, &p), ncclSuccess);
+    ASSERT_EQ(net->getProperties(v, &q), ncclSuccess);
+    EXPECT_STREQ(q.name, p.name) << "NCCL finds the vNIC's topology node by name";
+    EXPECT_EQ(q.speed, p.speed);
+    EXPECT_EQ(q.ptrSupport, p.ptrSupport);
+    EXPECT_EQ(q.maxRecvs, p.maxRecvs);
+    EXPECT_EQ(q.maxP2pBytes, p.maxP2pBytes);
+    EXPECT_EQ(q.netDeviceType, p.netDeviceType);
+    EXPECT_EQ(q.vProps.ndevs, 1);
+    EXPECT_EQ(q.vProps.devs[0], i);
+    if (p.pciPath && q.pciPath) EXPECT_STREQ(q.pciPath, p.pciPath);
+    else EXPECT_EQ(q.pciPath, p.pciPath);
+  }
+  int ndev = 0;
+  ASSERT_EQ(net->devices(&ndev), ncclSuccess);
+  EXPECT_EQ(ndev, 2 * nphys);
+  ncclNetVDeviceProps_v10_t none = {};
+  int v = -1;
+  EXPECT_NE(net->makeVDevice(&v, &none), ncclSuccess) << "no device at all is still refused";
+  EXPECT_EQ(dlclose(lib), 0);
+}
+
 }  // namespace

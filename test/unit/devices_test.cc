@@ -104,12 +104,33 @@ TEST(Devices, FuseMakesOneVirtualDeviceOfTheChildrensRails) {
   EXPECT_EQ(v.nchildren, 2);
   EXPECT_EQ(v.children[0], 2);
   EXPECT_EQ(v.children[1], 0);
-  int one[] = {1};
-  EXPECT_EQ(braid_devices_fuse(d, 3, one, 1, &v, err, sizeof err), -1) << "a vNIC of one device";
+  int none[] = {0};
+  EXPECT_EQ(braid_devices_fuse(d, 3, none, 0, &v, err, sizeof err), -1) << "a vNIC of no device";
   int dup[] = {1, 1};
   EXPECT_EQ(braid_devices_fuse(d, 3, dup, 2, &v, err, sizeof err), -1);
   int bad[] = {0, 3};
   EXPECT_EQ(braid_devices_fuse(d, 3, bad, 2, &v, err, sizeof err), -1) << "only physical devices";
+}
+
+// NCCL 2.26 calls makeVDevice with one device for every NIC it does not merge, and on failure
+// marks it unplaced and restarts its placement loop, forever: one device must give an alias.
+TEST(Devices, FuseOfOneDeviceIsAnAliasOfIt) {
+  braid_iface nics[] = {Nic("ib0", "/p/0", 200000), Nic("ib1", "/p/1", 100000)};
+  braid_device d[8];
+  ASSERT_EQ(braid_devices_group(nics, 2, "", d, 8), 2);
+  braid_device v;
+  char err[128];
+  int one[] = {1};
+  ASSERT_EQ(braid_devices_fuse(d, 2, one, 1, &v, err, sizeof err), 0) << err;
+  EXPECT_STREQ(v.name, d[1].name) << "NCCL finds the vNIC's topology node by this name";
+  EXPECT_EQ(v.nrails, d[1].nrails);
+  EXPECT_EQ(v.rail[0], d[1].rail[0]);
+  EXPECT_EQ(v.speed_mbps, d[1].speed_mbps);
+  EXPECT_EQ(v.pci_path, d[1].pci_path);
+  EXPECT_EQ(v.nchildren, 1);
+  EXPECT_EQ(v.children[0], 1);
+  int bad[] = {2};
+  EXPECT_EQ(braid_devices_fuse(d, 2, bad, 1, &v, err, sizeof err), -1) << "only physical devices";
 }
 
 }  // namespace
