@@ -149,6 +149,7 @@ struct braid_stream {
   uint64_t stall_since_ns; /* when bytes in flight stopped moving, 0 when moving */
   bool eof;                /* the peer closed this stream */
   uint64_t frames_recvd, frames_ack_sent;
+  uint64_t held_sent; /* rx: the held_below this stream's last acknowledgement carried */
   bool ack_urgent; /* a frame of a message the sender did not copy (it waits for the ack) */
   /* ofi transport (ofi_link.c): the stream's endpoint; the socket only carries the endpoint
    * names at set-up and shows, by closing, that the peer is gone */
@@ -195,6 +196,7 @@ struct braid_comm {
   uint64_t timeout_ns;
   /* send side */
   uint64_t next_seq;
+  uint64_t peer_held_below; /* with acks: the receiver holds every message below this (ACK offset) */
   struct braid_req **pending; /* sends not yet fully queued, FIFO ring */
   int pend_head, pend_count;
   size_t chunk;
@@ -211,6 +213,7 @@ struct braid_comm {
   uint64_t start_ns;                  /* sender: when the scheduler started (event log times) */
   /* receive side */
   uint64_t next_match;           /* lowest sequence not yet matched or buffered */
+  uint64_t held_below;           /* every byte of every message below this is held */
   struct braid_rxmsg *msgs;      /* BRAID_MSG_WINDOW entries, by seq */
   struct braid_req *posted[BRAID_RECV_REQS]; /* receives with unmatched slots, posting order */
   int nposted;

@@ -540,15 +540,34 @@ static bool rx_waiting(const struct braid_comm *c) {
   return false;
 }
 
+/* Advances held_below past the messages all of whose bytes are held (matched and complete,
+ * or buffered whole). */
+static void rx_update_held(struct braid_comm *c) {
+  uint64_t q = c->held_below;
+  while (q < c->next_match) {
+    const struct braid_rxmsg *m = rx_msg(c, q);
+    if (m->seq == (int64_t)q && m->got != m->size) break; /* (released: completed) */
+    q++;
+  }
+  c->held_below = q;
+}
+
 static void rx_send_acks(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
   bool late = now - c->last_ack_ns >= RX_ACK_DELAY_NS, idle = !rx_waiting(c);
+  rx_update_held(c);
   for (int i = 0; i < c->nstreams; i++) {
     struct braid_stream *s = &c->streams[i];
-    if (s->dead || s->frames_recvd == s->frames_ack_sent) continue;
-    bool due = late || (idle && s->ack_urgent);
+    if (s->dead) continue;
+    /* When NCCL may stop calling (idle), every stream tells the sender which messages are held:
+     * a chunk re-sent after its rail failed can wait on another stream for a read that never
+     * comes, when its first copy did arrive and only that copy's acknowledgement was lost with
+     * the rail; the sender then completes the send without it. */
+    bool tell = idle && c->held_below > s->held_sent;
+    if (s->frames_recvd == s->frames_ack_sent && !tell) continue;
+    bool due = tell || late || (idle && s->ack_urgent);
     if (!due && s->frames_recvd - s->frames_ack_sent < RX_ACK_BATCH) continue;
-    struct braid_frame f = {.type = BRAID_FRAME_ACK, .seq = s->frames_recvd};
+    struct braid_frame f = {.type = BRAID_FRAME_ACK, .seq = s->frames_recvd, .offset = c->held_below};
     uint8_t hdr[BRAID_FRAME_HDR_BYTES];
     braid_frame_encode(&f, hdr);
     if (s->ofi) {
@@ -560,6 +579,7 @@ static void rx_send_acks(struct braid_comm *c) {
       }
       if (rc == 0) {
         s->frames_ack_sent = s->frames_recvd;
+        s->held_sent = f.offset;
         s->ack_urgent = false;
         c->last_ack_ns = now;
       }
@@ -568,6 +588,7 @@ static void rx_send_acks(struct braid_comm *c) {
     /* 40 bytes into a send buffer the receiver otherwise leaves empty: all or nothing. */
     if (send(s->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof hdr) {
       s->frames_ack_sent = s->frames_recvd;
+      s->held_sent = f.offset;
       s->ack_urgent = false;
       c->last_ack_ns = now;
     }

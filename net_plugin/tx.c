@@ -463,12 +463,42 @@ static ncclResult_t tx_read_acks(struct braid_comm *c, struct braid_stream *s, u
   }
 }
 
+/* A chunk whose message the receiver holds: its send is done, this copy only still travels. */
+static void tx_detach(struct braid_chunk *ck) {
+  if (!ck->req) return;
+  ck->req->done = true;
+  ck->req->frames_out = 0;
+  ck->req = NULL;
+}
+
+/* The receiver holds every message below peer_held_below: their sends complete, their queued
+ * chunks are not sent, and the copies of their chunks still on a rail complete nothing when
+ * acknowledged (every chunk record is either queued or on a stream's unacknowledged list). */
+static void tx_release_held(struct braid_comm *c) {
+  uint64_t below = c->peer_held_below;
+  struct braid_chunk_fifo keep = {0};
+  struct braid_chunk *ck;
+  while ((ck = fifo_pop(&c->requeue))) {
+    if (ck->seq >= below) {
+      fifo_push(&keep, ck);
+      continue;
+    }
+    c->pending_bytes -= ck->len;
+    tx_detach(ck);
+    ck_free(c, ck);
+  }
+  c->requeue = keep;
+  for (int i = 0; i < c->nstreams; i++)
+    for (ck = c->streams[i].unacked.head; ck; ck = ck->next)
+      if (ck->seq < below) tx_detach(ck);
+}
+
 /* One acknowledgement, in s->ack_stage. */
 static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
   struct braid_frame f;
   char why[128];
   if (braid_frame_decode(s->ack_stage, &f, why, sizeof why) != 0 || f.type != BRAID_FRAME_ACK ||
-      f.seq > s->frames_started || f.seq < s->frames_acked)
+      f.seq > s->frames_started || f.seq < s->frames_acked || f.offset > c->next_seq)
     return braid_comm_fail(c, ncclRemoteError, "garbled acknowledgement on rail %d", s->rail);
   uint64_t from = s->frames_acked > s->ignore_until ? s->frames_acked : s->ignore_until;
   bool revived = f.seq > s->frames_acked && !s->dead &&
@@ -485,6 +515,10 @@ static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s, uint64_
   }
   s->frames_acked = f.seq;
   if (revived) braid_sched_restored(c->sched, s->rail, now);
+  if (f.offset > c->peer_held_below) {
+    c->peer_held_below = f.offset;
+    tx_release_held(c);
+  }
   return ncclSuccess;
 }
 

@@ -228,7 +228,7 @@ int braid_frame_decode(const uint8_t in[BRAID_FRAME_HDR_BYTES], struct braid_fra
   f->size = get64(in + 24);
   f->tag = (int32_t)get32(in + 32);
   if (f->type == BRAID_FRAME_ACK) {
-    if (f->len || f->offset || f->size || f->tag)
+    if (f->len || f->size || f->tag)
       return snprintf(err, errlen, "inconsistent ack frame"), -1;
     return 0;
   }

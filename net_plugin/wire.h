@@ -86,7 +86,8 @@ int braid_raillist_decode(const uint8_t *buf, size_t len, struct braid_raillist 
 #define BRAID_MSG_MAX_BYTES (1ull << 30) /* maxP2pBytes: test() reports sizes as int */
 
 /* DATA: a chunk of a message.  ACK (with several streams, receiver -> sender on the same
- * stream): seq = frames of this stream received in full so far, len 0. */
+ * stream): seq = frames of this stream received in full so far, offset = the receiver holds
+ * every byte of every message below this sequence number (0: not said), len 0. */
 enum braid_frame_type { BRAID_FRAME_DATA = 1, BRAID_FRAME_ACK = 2 };
 
 struct braid_frame {

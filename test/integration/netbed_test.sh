@@ -11,10 +11,12 @@
 # join-later cases check that the run completes on the survivors instead.
 # NETBED_ONLY=WORD runs only the cases whose key contains WORD (keys: striping cut blackhole
 # backup reset setup slow), e.g. NETBED_ONLY=reset to repeat one case; NETBED_LOGS=DIR keeps the
-# full logs of both ranks of each failure there.
+# full logs of both ranks of each failure there (default BUILD_DIR/test-logs/netbed[-ofi]/).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build}
+NETBED_LOGS=${NETBED_LOGS:-$B/test-logs/netbed${NETBED_TRANSPORT:+-$NETBED_TRANSPORT}}
+rm -f "$NETBED_LOGS"/fail*.r[01] 2>/dev/null
 NB=test/netbed/netbed.sh
 if [ "$(id -u)" != 0 ]; then echo "netbed: skipped (needs root)"; exit 0; fi
 for t in ip tc nft; do
@@ -46,9 +48,8 @@ bad() {
   [ -n "$timing" ] && echo "     ($timing)"
   echo "     --- rank 0 (sender):"; tail -n 25 "$tmp/r0" | sed 's/^/     /'
   echo "     --- rank 1 (receiver):"; tail -n 15 "$tmp/r1" | sed 's/^/     /'
-  if [ -n "${NETBED_LOGS:-}" ]; then # full logs of each failure kept there
-    mkdir -p "$NETBED_LOGS" && cp "$tmp/r0" "$NETBED_LOGS/fail$fail.r0" && cp "$tmp/r1" "$NETBED_LOGS/fail$fail.r1"
-  fi
+  mkdir -p "$NETBED_LOGS" && cp "$tmp/r0" "$NETBED_LOGS/fail$fail.r0" && cp "$tmp/r1" "$NETBED_LOGS/fail$fail.r1" &&
+    echo "     (full logs: $NETBED_LOGS/fail$fail.r0 and .r1)"
 }
 
 # wait_connected LOG N: until LOG shows N connections made (at most 20 s; prints how long).

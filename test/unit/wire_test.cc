@@ -511,15 +511,25 @@ TEST(WireFrame, RejectsUnknownType) {
   }
 }
 
-TEST(WireFrame, AckFramesCarryOnlyACount) {
+TEST(WireFrame, AckFramesCarryACountAndTheHeldMark) {
   braid_frame f;
   memset(&f, 0, sizeof f);
   f.type = BRAID_FRAME_ACK;
   f.seq = 12345;
+  f.offset = 678;  // every message below 678 is held by the receiver
   std::string err;
   EXPECT_TRUE(FrameDecodes(f, &err)) << err;
+  uint8_t buf[BRAID_FRAME_HDR_BYTES];
+  braid_frame_encode(&f, buf);
+  braid_frame out;
+  char why[128];
+  ASSERT_EQ(braid_frame_decode(buf, &out, why, sizeof why), 0) << why;
+  EXPECT_EQ(out.seq, 12345u);
+  EXPECT_EQ(out.offset, 678u);
   f.len = 10, f.size = 10;
   EXPECT_FALSE(FrameDecodes(f, &err)) << "an ack with a payload is garbled";
+  f.len = 0, f.size = 0, f.tag = 3;
+  EXPECT_FALSE(FrameDecodes(f, &err)) << "an ack with a tag is garbled";
 }
 
 TEST(WireFrame, RejectsBadMagicWithMessage) {
