@@ -164,6 +164,7 @@ struct braid_stream {
   int ofi_rx_head, ofi_rx_count;
   uint64_t ofi_check_ns;             /* when the socket was last checked for the peer closing */
   uint64_t poke_ns;                  /* tx: when the set-up socket's last poke went (0: never) */
+  uint64_t ack_ns;                   /* tx: when an acknowledgement last covered new frames */
 };
 
 struct braid_sched;

@@ -374,6 +374,7 @@ static void tx_stream_broken(struct braid_comm *c, struct braid_stream *s, const
  * dead path.  Linux retransmits first after at least 200 ms; a live path (even one whose queue
  * drops a packet now and then) has acknowledged the retransmission well before 300 ms. */
 #define TX_POKE_DEAD_NS 300000000ull
+#define TX_POKE_STALE_NS 1500000000ull
 
 /* ofi: pokes rail's set-up sockets (sock.h), one unacknowledged poke at a time, so that a stall
  * can be told apart from a slow rail: the provider's own connections are out of sight. */
@@ -403,7 +404,11 @@ static bool tx_path_dead(struct braid_comm *c, int rail, uint64_t now) {
   for (int i = rail; i < c->nstreams; i += c->nrails) {
     struct braid_stream *s = &c->streams[i];
     if (s->dead || s->fd < 0) continue;
-    if (c->ofi && (!s->poke_ns || now - s->poke_ns < TX_POKE_DEAD_NS)) continue;
+    /* A poke from before the rail's last acknowledgement can still wait for TCP's backed-off
+     * retransmission timer long after the path came back: it counts again only once the rail
+     * has been silent for TX_POKE_STALE_NS (a path that fails again before that timer fires). */
+    bool stale = s->ack_ns > s->poke_ns && now - s->ack_ns < TX_POKE_STALE_NS;
+    if (c->ofi && (!s->poke_ns || now - s->poke_ns < TX_POKE_DEAD_NS || stale)) continue;
     if (braid_sock_retransmitting(s->fd)) return true;
   }
   return false;
@@ -513,6 +518,7 @@ static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s, uint64_
     }
     ck_acked(c, ck);
   }
+  if (f.seq > s->frames_acked) s->ack_ns = now;
   s->frames_acked = f.seq;
   if (revived) braid_sched_restored(c->sched, s->rail, now);
   if (f.offset > c->peer_held_below) {
