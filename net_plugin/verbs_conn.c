@@ -481,7 +481,14 @@ int braid_vc_progress(struct braid_vc *vc) {
     vc->next_event_check = now + EVENT_CHECK_NS;
     for (int r = 0; r < vc->nrails && !vc->failed; r++) {
       char why[128];
-      if (!vc->down[r] && braid_verbs_ep_port_events(vc->ep[r], why, sizeof why)) fail_rail(vc, r, why);
+      if (!braid_verbs_ep_port_events(vc->ep[r], why, sizeof why)) continue;
+      /* Also on a rail already fenced (the peer, or a timeout, was quicker): the cause is what
+       * the operator needs to know. */
+      if (vc->down[r])
+        BRAID_WARN("verbs rail %d (%s): %s, on a rail already fenced", r,
+                   braid_verbs_ep_name(vc->ep[r]), why);
+      else
+        fail_rail(vc, r, why);
     }
   }
   for (int r = 0; r < vc->nrails && !vc->failed; r++) {
