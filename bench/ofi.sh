@@ -6,6 +6,10 @@
 #     NCCL's network pieces to 512 KiB over ofi when NCCL_P2P_NET_CHUNKSIZE is unset), in NCCL's
 #     own default 128 KiB pieces (NCCL_P2P_NET_CHUNKSIZE=131072), one stream, and 2 streams
 #     striped with acknowledgements;
+#   - the same with rxm's rendezvous protocol (FI_OFI_RXM_EAGER_LIMIT=16384, the crash-prone
+#     libfabric default braid replaces), and with glibc's malloc thresholds raised
+#     (GLIBC_TUNABLES): rxm allocates a buffer per unexpected eager message, and glibc's mmap/trim
+#     churn on those is what the eager protocol costs here;
 #   - fi_pingpong at 128 KiB too: what one provider message of NCCL's default piece costs;
 #   - braid-perf sendrecv (both directions at once) over ofi;
 #   - the same --oneway over braid's socket transport, for context.
@@ -48,6 +52,8 @@ for r in $(seq 1 "$REPEATS"); do
   add pingpong128 "$(pingpong 131072 400)"
   add ofi "$(BRAID_TRANSPORT=ofi perf sendrecv --oneway)"
   add ofi128 "$(NCCL_P2P_NET_CHUNKSIZE=131072 BRAID_TRANSPORT=ofi perf sendrecv --oneway)"
+  add ofi_rndv "$(FI_OFI_RXM_EAGER_LIMIT=16384 BRAID_TRANSPORT=ofi perf sendrecv --oneway)"
+  add ofi_tuned "$(GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456 BRAID_TRANSPORT=ofi perf sendrecv --oneway)"
   add ofi2 "$(BRAID_TRANSPORT=ofi BRAID_NSTREAMS=2 perf sendrecv --oneway)"
   add ofi_bidir "$(BRAID_TRANSPORT=ofi perf sendrecv)"
   add socket "$(BRAID_TRANSPORT=socket perf sendrecv --oneway)"
@@ -61,6 +67,8 @@ done
   row "fi_pingpong -p tcp -e rdm, 128 KiB messages" pingpong128 " "
   row "braid ofi, --oneway 64 MiB (braid's 512 KiB pieces)" ofi " (>= 0.90)"
   row "braid ofi, --oneway 64 MiB, NCCL's own 128 KiB pieces" ofi128 " "
+  row "braid ofi, --oneway 64 MiB, rxm rendezvous (eager 16 KiB)" ofi_rndv " "
+  row "braid ofi, --oneway 64 MiB, glibc malloc thresholds raised" ofi_tuned " "
   row "braid ofi, --oneway 64 MiB, 2 streams" ofi2 " "
   row "braid ofi, both ways at once 64 MiB" ofi_bidir " "
   row "braid socket, --oneway 64 MiB, 128 KiB pieces" socket " "

@@ -58,6 +58,7 @@ ncclResult_t braid_comm_ready(struct braid_comm *c) {
     else c->streams[i].dead = true; /* did not connect at set-up: rejoins later */
   }
   if (c->ofi) {
+    if (braid_ofi_rxm() && c->chunk > BRAID_OFI_RXM_FRAME_MAX) c->chunk = BRAID_OFI_RXM_FRAME_MAX;
     ncclResult_t rc = braid_ofi_link_start(c);
     if (rc) return rc;
   }

@@ -10,6 +10,7 @@
 
 #include "nccl_plugin/common.h"
 #include "ifaces.h"
+#include "ofi.h"
 #include "wire.h"
 
 #define BRAID_RECV_REQS 32            /* NCCL_NET_MAX_REQUESTS */
@@ -111,12 +112,14 @@ struct braid_ofi_rx {
   struct braid_rxmsg *msg; /* NULL when discarded */
   char *dest;              /* where the payload belongs (NULL when discarded) */
   bool discard;
-  uint8_t state;           /* BRAID_OFI_RX_TAKEN, _POSTED, _DONE */
+  uint8_t state;           /* BRAID_OFI_RX_TAKEN, _POSTED, _DONE; before its header _PRE, _EARLY */
+  bool preposted;          /* its receive was posted before its header came (full capacity) */
   uint64_t tag;
-  char *bounce;            /* with acks: where the payload lands before being copied */
+  char *bounce;            /* bounced: where the payload lands before being copied */
   size_t bounce_cap;
+  struct braid_ofi_done early; /* _EARLY: the completion that came before the header */
 };
-enum { BRAID_OFI_RX_TAKEN, BRAID_OFI_RX_POSTED, BRAID_OFI_RX_DONE };
+enum { BRAID_OFI_RX_TAKEN, BRAID_OFI_RX_POSTED, BRAID_OFI_RX_DONE, BRAID_OFI_RX_PRE, BRAID_OFI_RX_EARLY };
 
 struct braid_stream {
   int fd;
@@ -159,9 +162,11 @@ struct braid_stream {
   size_t ofi_name_got;
   uint64_t ofi_tag;                  /* payload tag: frames sent (tx) or headers taken (rx) */
   /* rx: frames whose headers were taken, oldest first, each with its payload receive posted
-   * (several at once, so the provider never holds a payload that has nowhere to go) */
+   * (several at once, so the provider never holds a payload that has nowhere to go); over ofi_rxm
+   * followed by ofi_rx_pre receives posted ahead for the next frames (rx.c) */
   struct braid_ofi_rx ofi_rx[BRAID_OFI_RX_DEPTH];
   int ofi_rx_head, ofi_rx_count;
+  int ofi_rx_pre; /* receives posted ahead, after the taken ones: tags ofi_tag, ofi_tag + 1, ... */
   uint64_t ofi_check_ns;             /* when the socket was last checked for the peer closing */
   uint64_t poke_ns;                  /* tx: when the set-up socket's last poke went (0: never) */
   uint64_t ack_ns;                   /* tx: when an acknowledgement last covered new frames */

@@ -56,9 +56,9 @@ static void diag_streams(struct braid_comm *c, uint64_t now) {
                  (unsigned long long)s->frames_started, (unsigned long long)s->frames_acked,
                  (unsigned long long)s->ignore_until);
     else
-      BRAID_WARN("  stream %d (rail %d)%s: %s, %d ofi receives open, frames received %llu, "
-                 "acknowledged %llu", i, s->rail, s->dead ? " dead" : s->eof ? " closed" : "",
-                 s->in_frame ? "in a frame" : "between frames", s->ofi_rx_count,
+      BRAID_WARN("  stream %d (rail %d)%s: %s, %d ofi receives open (and %d posted ahead), frames "
+                 "received %llu, acknowledged %llu", i, s->rail, s->dead ? " dead" : s->eof ? " closed" : "",
+                 s->in_frame ? "in a frame" : "between frames", s->ofi_rx_count, s->ofi_rx_pre,
                  (unsigned long long)s->frames_recvd, (unsigned long long)s->frames_ack_sent);
   }
   if (c->kind != BRAID_COMM_SEND)

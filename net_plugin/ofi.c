@@ -21,7 +21,6 @@
 
 #include "log.h"
 #include "nccl_plugin/common.h"
-#include "param.h"
 
 #define OFI_API FI_VERSION(1, 14)
 #define HDR_SLOTS 64   /* posted header buffers per endpoint */
@@ -93,15 +92,16 @@ static struct fi_info *make_hints(bool auto_progress) {
  * a receive is posted for a rendezvous message that arrived unexpected and whose connection has
  * since been closed: rxm_handle_rndv looks the freed connection up unchecked (seen when a rail's
  * TCP connection is reset mid-transfer, and possible whenever the peer closes a rail it failed).
- * Eager messages carry their data and are safe, and over tcp (rxm's dynamic receive buffers) an
- * eager message of any size is received straight into the posted buffer, or into one allocated
- * for it when unexpected.  So unless the user set it, rxm's eager limit becomes braid's largest
- * frame: braid never sends a rendezvous message there.  This runs in the plugin's init, before
- * any endpoint exists (rxm reads it when one is opened); it changes nothing a peer depends on
- * (each sender picks the protocol, every receiver takes both).  Over verbs;ofi_rxm the limit does
- * not apply (no dynamic receive buffers) and the exposure remains (the README's ofi section). */
+ * Eager messages carry their data and are safe.  So unless the user set it, rxm's eager limit
+ * becomes braid's largest frame and braid never sends a rendezvous message there.  Over tcp (rxm's
+ * dynamic receive buffers) an eager message of any size is received straight into a posted
+ * receive, and rx.c posts the next frames' receives ahead of their data for that; one that comes
+ * first costs rxm an allocation.  This runs in the plugin's init, before any endpoint exists (rxm
+ * reads the variable when one is opened), and changes nothing a peer depends on (each sender picks
+ * the protocol, every receiver takes both).  Over verbs;ofi_rxm the limit does not apply (no
+ * dynamic receive buffers): there only the receives posted ahead narrow the exposure. */
 static void rxm_eager_default(void) {
-  if (!strstr(g.prov, "ofi_rxm")) return;
+  if (!braid_ofi_rxm()) return;
   const char *v = getenv("FI_OFI_RXM_EAGER_LIMIT");
   if (v && *v) {
     BRAID_INFO(NCCL_INIT | NCCL_NET, "FI_OFI_RXM_EAGER_LIMIT=%s as set: frames above it use rxm's "
@@ -109,7 +109,7 @@ static void rxm_eager_default(void) {
     return;
   }
   char val[32];
-  snprintf(val, sizeof val, "%lld", (long long)braid_param_int(BRAID_P_CHUNK_BYTES));
+  snprintf(val, sizeof val, "%u", BRAID_OFI_RXM_FRAME_MAX);
   setenv("FI_OFI_RXM_EAGER_LIMIT", val, 0);
   BRAID_INFO(NCCL_INIT | NCCL_NET, "FI_OFI_RXM_EAGER_LIMIT=%s (braid's largest frame: no rxm "
              "rendezvous, which crashes when a rail's connection is reset)", val);
@@ -422,6 +422,8 @@ bool braid_ofi_ep_close(struct braid_ofi_ep *e) {
   free(e);
   return true;
 }
+
+bool braid_ofi_rxm(void) { return strstr(g.prov, "ofi_rxm") != NULL; }
 
 void braid_ofi_ep_force_registration(struct braid_ofi_ep *e) { e->force_mr = true; }
 

@@ -47,6 +47,11 @@ int braid_ofi_ep_connect(struct braid_ofi_ep *e, const uint8_t *name, size_t len
  * not finish within 200 ms: the endpoint is then left open for good, and the memory those
  * operations use must stay allocated. */
 bool braid_ofi_ep_close(struct braid_ofi_ep *e);
+/* Whether the provider is an ofi_rxm one (tcp;ofi_rxm, verbs;ofi_rxm): there braid receives every
+ * payload into its own buffers, posted ahead of the data with room for BRAID_OFI_RXM_FRAME_MAX
+ * bytes (rx.c), and frames are at most that long whatever BRAID_CHUNK_BYTES says. */
+bool braid_ofi_rxm(void);
+#define BRAID_OFI_RXM_FRAME_MAX (512u << 10)
 /* Registers every buffer, even where the provider does not ask for it (tests the cache). */
 void braid_ofi_ep_force_registration(struct braid_ofi_ep *e);
 /* The memory [addr, addr+len) is being released (NCCL's deregMr, a freed buffer): cached

@@ -121,6 +121,7 @@ void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s) {
     s->ofi_rx[k].msg = NULL;
   }
   s->ofi_rx_count = 0;
+  s->ofi_rx_pre = 0;
   s->ofi_linked = false;
   if (s->fd >= 0) shutdown(s->fd, SHUT_RDWR);
 }

@@ -351,12 +351,33 @@ static int rx_payload(struct braid_comm *c, struct braid_stream *s, bool read) {
   return 1;
 }
 
+/* ofi: whether payloads land in the slots' own buffers and are copied into place at retire: with
+ * acks (a receive a failed rail leaves stuck in the provider must never write into a buffer NCCL
+ * has reused), and over ofi_rxm, whose receives braid posts ahead of the data (rx_ofi_prepost). */
+static bool rx_ofi_bounced(const struct braid_comm *c) { return c->acks || braid_ofi_rxm(); }
+
 /* ofi: a frame's payload receive finished (d).  0, or -1 after the stream broke. */
 static int rx_ofi_settled(struct braid_comm *c, struct braid_stream *s, struct braid_ofi_rx *o,
                           const struct braid_ofi_done *d) {
+  char why[160];
+  if (d->status == BRAID_OFI_CANCELED && o->preposted && !o->frame.len) {
+    o->state = BRAID_OFI_RX_DONE; /* an empty frame's receive posted ahead, cancelled */
+    return 0;
+  }
+  if (d->status == BRAID_OFI_TRUNCATED && o->preposted) {
+    snprintf(why, sizeof why, "a frame of %u bytes, larger than the receives posted ahead "
+             "(%u): the peer runs another braid version", o->frame.len, BRAID_OFI_RXM_FRAME_MAX);
+    rx_stream_broken(c, s, why);
+    return -1;
+  }
   if (d->status != BRAID_OFI_OK && !(d->status == BRAID_OFI_TRUNCATED && o->discard)) {
     rx_stream_broken(c, s, d->status == BRAID_OFI_TRUNCATED ? "a payload longer than its frame header says"
                                                            : "a payload receive failed");
+    return -1;
+  }
+  if (o->preposted && d->len != o->frame.len) {
+    snprintf(why, sizeof why, "a payload of %zu bytes for a frame header of %u", d->len, o->frame.len);
+    rx_stream_broken(c, s, why);
     return -1;
   }
   o->state = BRAID_OFI_RX_DONE;
@@ -372,7 +393,7 @@ static void rx_ofi_retire(struct braid_comm *c, struct braid_stream *s) {
   while (s->ofi_rx_count > 0 && !c->err && !s->dead) {
     struct braid_ofi_rx *o = &s->ofi_rx[s->ofi_rx_head];
     if (o->state != BRAID_OFI_RX_DONE) return;
-    if (c->acks && !o->discard && o->msg && o->frame.len) memcpy(o->dest, o->bounce, o->frame.len);
+    if (rx_ofi_bounced(c) && !o->discard && o->msg && o->frame.len) memcpy(o->dest, o->bounce, o->frame.len);
     s->ofi_rx_head = (s->ofi_rx_head + 1) % BRAID_OFI_RX_DEPTH;
     s->ofi_rx_count--;
     s->frame = o->frame;
@@ -384,26 +405,28 @@ static void rx_ofi_retire(struct braid_comm *c, struct braid_stream *s) {
   }
 }
 
-/* ofi: where o's payload is received: with acks its bounce buffer (grown to the frame), else
+/* ofi: o's bounce buffer with room for len bytes; false when out of memory (c failed). */
+static bool rx_ofi_room(struct braid_comm *c, struct braid_stream *s, struct braid_ofi_rx *o, size_t len) {
+  if (o->bounce_cap >= len) return true;
+  char *b = realloc(o->bounce, len);
+  if (!b) {
+    braid_comm_fail(c, ncclSystemError, "out of memory for a %zu-byte receive buffer", len);
+    return false;
+  }
+  if (s->ofi) braid_ofi_ep_forget(s->ofi, o->bounce, o->bounce_cap);
+  o->bounce = b, o->bounce_cap = len;
+  return true;
+}
+
+/* ofi: where o's payload is received: bounced, its bounce buffer (grown to the frame), else
  * straight into place (or the sink for a duplicate).  NULL when out of memory (c failed). */
 static char *rx_ofi_dest(struct braid_comm *c, struct braid_stream *s, struct braid_ofi_rx *o,
                          size_t *len) {
-  if (o->discard && !c->acks) {
-    *len = o->frame.len > RX_SINK_BYTES ? RX_SINK_BYTES : o->frame.len;
-    return c->sink;
-  }
   *len = o->frame.len;
-  if (!c->acks) return o->dest;
-  if (o->bounce_cap < o->frame.len) {
-    char *b = realloc(o->bounce, o->frame.len);
-    if (!b) {
-      braid_comm_fail(c, ncclSystemError, "out of memory for a %u-byte receive buffer", o->frame.len);
-      return NULL;
-    }
-    if (s->ofi) braid_ofi_ep_forget(s->ofi, o->bounce, o->bounce_cap);
-    o->bounce = b, o->bounce_cap = o->frame.len;
-  }
-  return o->bounce;
+  if (rx_ofi_bounced(c)) return rx_ofi_room(c, s, o, o->frame.len) ? o->bounce : NULL;
+  if (!o->discard) return o->dest;
+  *len = o->frame.len > RX_SINK_BYTES ? RX_SINK_BYTES : o->frame.len;
+  return c->sink;
 }
 
 /* ofi: posts the payload receives of taken frames (in order).  0, 1 when the provider has no
@@ -423,6 +446,31 @@ static int rx_ofi_post(struct braid_comm *c, struct braid_stream *s) {
     if (rc == -EAGAIN) return 1;
     if (rc) return rx_stream_broken(c, s, braid_ofi_error(s->ofi)), -1;
     o->state = BRAID_OFI_RX_POSTED;
+  }
+  return 0;
+}
+
+/* ofi_rxm: receives for the next frames' payloads, posted before their headers come, each with
+ * room for the largest frame (a frame's tag is its number on the stream, so it is known ahead).  A
+ * payload that finds its receive posted is received straight into it; one that comes first is
+ * held by rxm, and libfabric 1.17's rxm crashes when a held rendezvous message's connection is
+ * reset before the receive is posted (see ofi.c: braid's payloads are eager there), and pays a
+ * buffer allocation for every held eager one.  0, 1 when the provider has no room now, -1 after
+ * the stream broke or c failed. */
+static int rx_ofi_prepost(struct braid_comm *c, struct braid_stream *s) {
+  if (!braid_ofi_rxm()) return 0;
+  while (s->ofi_rx_count + s->ofi_rx_pre < BRAID_OFI_RX_DEPTH) {
+    struct braid_ofi_rx *o =
+        &s->ofi_rx[(s->ofi_rx_head + s->ofi_rx_count + s->ofi_rx_pre) % BRAID_OFI_RX_DEPTH];
+    if (!rx_ofi_room(c, s, o, BRAID_OFI_RXM_FRAME_MAX)) return -1;
+    int rc = braid_ofi_recv_payload(s->ofi, o->bounce, BRAID_OFI_RXM_FRAME_MAX,
+                                    s->ofi_tag + (uint64_t)s->ofi_rx_pre, o);
+    if (rc == -EAGAIN) return 1;
+    if (rc) return rx_stream_broken(c, s, braid_ofi_error(s->ofi)), -1;
+    o->state = BRAID_OFI_RX_PRE;
+    o->preposted = true;
+    o->msg = NULL;
+    s->ofi_rx_pre++;
   }
   return 0;
 }
@@ -448,6 +496,12 @@ static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool rea
       }
       for (int i = 0; i < n && !s->dead && !c->err; i++) {
         struct braid_ofi_rx *o = d[i].ctx;
+        bool early = o >= s->ofi_rx && o < s->ofi_rx + BRAID_OFI_RX_DEPTH && o->state == BRAID_OFI_RX_PRE;
+        if (early) { /* its header is still to be taken: settled then */
+          o->early = d[i];
+          o->state = BRAID_OFI_RX_EARLY;
+          continue;
+        }
         if (o < s->ofi_rx || o >= s->ofi_rx + BRAID_OFI_RX_DEPTH || o->state != BRAID_OFI_RX_POSTED) {
           rx_stream_broken(c, s, "a completion for no posted receive");
           return;
@@ -458,7 +512,9 @@ static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool rea
   }
   while (!c->err && !s->dead) {
     rx_ofi_retire(c, s);
-    if (c->err || s->dead || rx_ofi_post(c, s)) return;
+    int rc = rx_ofi_post(c, s);
+    if (rc == 0 && rx_ofi_prepost(c, s) < 0) rc = -1; /* no room to post ahead: posted later */
+    if (c->err || s->dead || rc) return;
     if (s->ofi_rx_count == BRAID_OFI_RX_DEPTH) return;
     const uint8_t *h = braid_ofi_hdr_peek(s->ofi);
     if (!h) return;
@@ -474,10 +530,21 @@ static void rx_stream_ofi(struct braid_comm *c, struct braid_stream *s, bool rea
     o->msg = s->frame_msg;
     o->dest = s->frame_dest;
     o->discard = s->frame_discard;
-    o->state = BRAID_OFI_RX_TAKEN;
     o->tag = s->ofi_tag++; /* the payload's tag: the frame's number on the stream */
     s->in_frame = false;
     s->frame_msg = NULL;
+    if (s->ofi_rx_pre == 0) {
+      o->state = BRAID_OFI_RX_TAKEN;
+      o->preposted = false;
+      continue;
+    }
+    s->ofi_rx_pre--; /* its receive is posted already, and may even be done */
+    if (o->state == BRAID_OFI_RX_PRE) {
+      o->state = BRAID_OFI_RX_POSTED;
+      if (!o->frame.len) braid_ofi_cancel(s->ofi, o); /* no payload comes: done once cancelled */
+    } else if (rx_ofi_settled(c, s, o, &o->early)) {
+      return;
+    }
   }
 }
 

@@ -42,6 +42,9 @@ verified "NCCL's pieces default to 512 KiB over ofi (NCCL_P2P_NET_CHUNKSIZE unse
 NCCL_P2P_NET_CHUNKSIZE=65536 verified "a NCCL_P2P_NET_CHUNKSIZE the user set is kept" \
   "network pieces (Simple): 65536 bytes" sendrecv -n 2 -b 4M -e 4M -w 1 -i 2
 
+verified "rxm's eager limit becomes braid's largest frame (no rendezvous: it crashes on a reset)" \
+  "FI_OFI_RXM_EAGER_LIMIT=524288" sendrecv -n 2 -b 4M -e 4M -w 1 -i 2
+
 unset BRAID_TRANSPORT
 verified "auto keeps TCP sockets when libfabric's best is its own tcp" \
   "transport: TCP sockets (auto: libfabric's best provider here is tcp" sendrecv -n 2 -b 1M -e 1M -w 1 -i 2
@@ -77,6 +80,19 @@ cat "$tmp/r0" "$tmp/r1" >"$tmp/out"
 if [ $rc0 -ne 0 ] && [ $rc0 -ne 124 ] && [ $rc1 -ne 124 ] && grep -q "set BRAID_TRANSPORT alike" "$tmp/out"; then
   ok "ranks on different transports: refused with the reason, no hang"
 else bad "ranks on different transports (exits $rc0 $rc1)"; fi
+
+# Ranks with different BRAID_CHUNK_BYTES: over ofi_rxm frames are at most 512 KiB (the receives
+# posted ahead hold that much) whatever it says, so a larger value on one side still runs.
+port=$((30000 + RANDOM % 20000))
+args=(sendrecv --oneway -b 4M -e 4M -w 1 -i 2 --timeout 20 --nranks 2 --rendezvous 127.0.0.1:$port
+      --plugin "$PLUGIN")
+BRAID_TRANSPORT=ofi timeout 60 "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1 & p1=$!
+BRAID_TRANSPORT=ofi BRAID_CHUNK_BYTES=4M timeout 60 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 & p0=$!
+wait $p0; rc0=$?; wait $p1; rc1=$?
+cat "$tmp/r0" "$tmp/r1" >"$tmp/out"
+if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$tmp/r0"; then
+  ok "BRAID_CHUNK_BYTES larger on the sender: frames stay within what the receiver posts, verified"
+else bad "BRAID_CHUNK_BYTES differing (exits $rc0 $rc1)"; fi
 
 echo "ofi: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
