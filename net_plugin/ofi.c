@@ -48,6 +48,7 @@ static struct {
   char prov[96];
   int hw;
   bool manual; /* the provider offered no automatic data progress (see make_hints) */
+  bool rxm;    /* an ofi_rxm provider (braid_ofi_rxm) */
   char desc[160]; /* prov, and what it lacks */
   int ndomains;
   struct fi_info *info[MAX_DOMAINS]; /* one per domain (duplicated entries) */
@@ -165,6 +166,7 @@ static int probe_locked(void) {
     return -1;
   }
   snprintf(g.prov, sizeof g.prov, "%s", choice);
+  g.rxm = strstr(g.prov, "ofi_rxm") != NULL;
   snprintf(g.desc, sizeof g.desc, "%s%s", choice,
            g.manual ? " (manual progress only: a connection NCCL stops driving may wait)" : "");
   for (struct fi_info *i = list; i && g.ndomains < MAX_DOMAINS; i = i->next) {
@@ -423,7 +425,7 @@ bool braid_ofi_ep_close(struct braid_ofi_ep *e) {
   return true;
 }
 
-bool braid_ofi_rxm(void) { return strstr(g.prov, "ofi_rxm") != NULL; }
+bool braid_ofi_rxm(void) { return g.rxm; }
 
 void braid_ofi_ep_force_registration(struct braid_ofi_ep *e) { e->force_mr = true; }
 
