@@ -77,7 +77,7 @@ run() {
   # flows (over ofi, opening the provider's endpoints takes seconds on this machine).  Over ofi
   # they come 1.5 s later still: a rail's first rate sample there includes the provider's set-up,
   # and until later samples correct it a cut of a device's only carrying rail is not detected for
-  # seconds (no other rail makes it LATE; a known gap, see the README's ofi section).
+  # seconds (no other rail makes it LATE; a known gap, see docs/design.md, ofi).
   [ -n "$fault" ] && wait_connected "$tmp/r0" 2 && [ $OFI = 1 ] && sleep 1.5
   if [ "$fault" = reset ]; then # kill rail 1's TCP connections (SOCK_DESTROY): a reset
     sleep 2; $NB --prefix $P exec 0 ss -K dst 10.77.1.2 >/dev/null 2>&1

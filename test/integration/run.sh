@@ -55,12 +55,12 @@ if ! BRAID_TIMEOUT_MS=banana timeout 30 "$PERF" sendrecv -n 2 -b 1K -e 1K >"$tmp
   ok "bad-config-fails-loudly"
 else bad "bad-config-fails-loudly"; fi
 
-# --print-params and the README list every variable of the registry.
+# --print-params and docs/configuration.md list every variable of the registry.
 "$PERF" --print-params >"$tmp/params" 2>&1
 missing=""
 for v in $(sed -n 's/^BRAID_PARAM(\([A-Z_]*\),.*/BRAID_\1/p' common/params.def); do
   grep -q "$v" "$tmp/params" || missing+=" $v(print-params)"
-  grep -q "\`$v\`" README.md || missing+=" $v(README)"
+  grep -q "\`$v\`" docs/configuration.md || missing+=" $v(docs/configuration.md)"
 done
 if [ -z "$missing" ]; then ok "params-documented"; else echo "missing:$missing" >"$tmp/out"; bad "params-documented"; fi
 
