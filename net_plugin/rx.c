@@ -637,6 +637,7 @@ static void rx_send_acks(struct braid_comm *c) {
     struct braid_frame f = {.type = BRAID_FRAME_ACK, .seq = s->frames_recvd, .offset = c->held_below};
     uint8_t hdr[BRAID_FRAME_HDR_BYTES];
     braid_frame_encode(&f, hdr);
+    bool sent;
     if (s->ofi) {
       if (!s->ofi_linked) continue;
       int rc = braid_ofi_send_hdr(s->ofi, hdr);
@@ -644,21 +645,16 @@ static void rx_send_acks(struct braid_comm *c) {
         rx_stream_broken(c, s, braid_ofi_error(s->ofi));
         continue;
       }
-      if (rc == 0) {
-        s->frames_ack_sent = s->frames_recvd;
-        s->held_sent = f.offset;
-        s->ack_urgent = false;
-        c->last_ack_ns = now;
-      }
-      continue;
+      sent = rc == 0;
+    } else {
+      /* 40 bytes into a send buffer the receiver otherwise leaves empty: all or nothing. */
+      sent = send(s->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof hdr;
     }
-    /* 40 bytes into a send buffer the receiver otherwise leaves empty: all or nothing. */
-    if (send(s->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof hdr) {
-      s->frames_ack_sent = s->frames_recvd;
-      s->held_sent = f.offset;
-      s->ack_urgent = false;
-      c->last_ack_ns = now;
-    }
+    if (!sent) continue;
+    s->frames_ack_sent = s->frames_recvd;
+    s->held_sent = f.offset;
+    s->ack_urgent = false;
+    c->last_ack_ns = now;
   }
 }
 
