@@ -38,10 +38,18 @@ static int next_event(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, doub
   }
 }
 
+/* Completions expect() has seen in the current phase (reset by each phase), for failure messages. */
+static int expect_seen;
+
 /* Waits for one event of kind on ep; any other kind is a failure. */
 static int expect(struct braid_verbs_ep *ep, enum braid_verbs_ev_kind kind, struct braid_verbs_ev *ev) {
   int n = next_event(ep, ev, 20);
-  if (n <= 0) return fail(n ? "poll failed" : "no completion within 20 s");
+  if (n <= 0) { /* name what was awaited where, so that a rare stall in the VM can be placed */
+    printf("FAIL: %s: %s waiting for a completion of kind %d (%d of this phase seen)\n",
+           braid_verbs_ep_name(ep), n ? "poll failed" : "nothing within 20 s", kind, expect_seen);
+    return -1;
+  }
+  expect_seen++;
   if (ev->kind == BRAID_VERBS_EV_ERROR) {
     printf("FAIL: %s: %s\n", braid_verbs_ep_name(ep), ev->why);
     return -1;
@@ -68,6 +76,7 @@ static int test_ctrl(struct braid_verbs_ep *ep[2]) {
       ctrl_fill(m, s, i);
       if (braid_verbs_ep_send(ep[s], m, ctrl_len[i], (uint64_t)i)) return fail("control send");
     }
+  expect_seen = 0;
   for (int s = 0; s < 2; s++) {
     for (int i = 0; i < NCTRL; i++) {
       if (expect(ep[s], BRAID_VERBS_EV_SEND_DONE, &ev)) return -1;
@@ -94,6 +103,7 @@ static int write_chunks(struct braid_verbs_ep *ep[2], const struct braid_verbs_m
                         const struct braid_verbs_mr *dst, int n, uint32_t len, bool verify) {
   int seen[NWRITES] = {0};
   struct braid_verbs_ev ev;
+  expect_seen = 0;
   for (int k = 0; k < n; k++) {
     uint32_t i = (uint32_t)(k * 37 % NWRITES); /* 37 is prime to 64: a permutation */
     if (braid_verbs_ep_write_imm(ep[0], src, (size_t)i * CHUNK, len, (uintptr_t)dst->addr + (size_t)i * CHUNK,
