@@ -78,28 +78,10 @@ static int decide(void) {
   return 1;
 }
 
-/* NCCL cuts point-to-point transfers over the network into NCCL_P2P_NET_CHUNKSIZE pieces (128
- * KiB by default), one send per piece.  libfabric providers pay a fixed cost per message (the
- * tcp provider's rendezvous or bounce-buffer copies: 0.6x of its large-message bandwidth at 128
- * KiB on loopback, 1.1x at 512 KiB), so over ofi the default becomes 512 KiB, as aws-ofi-nccl
- * sets on EFA instances.  NCCL reads the variable after the net plugin's init; a value the user
- * set is kept. */
-static void ofi_chunk_default(void) {
-  const char *v = getenv("NCCL_P2P_NET_CHUNKSIZE");
-  if (v && *v) {
-    BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: NCCL_P2P_NET_CHUNKSIZE=%s as set", v);
-    return;
-  }
-  setenv("NCCL_P2P_NET_CHUNKSIZE", "524288", 0);
-  BRAID_INFO(NCCL_INIT | NCCL_NET, "transport: NCCL_P2P_NET_CHUNKSIZE=524288 (libfabric's "
-             "per-message cost; set it to keep another value)");
-}
-
 ncclResult_t braid_transport_get(enum braid_transport *t) {
   pthread_mutex_lock(&lock);
   if (!decided) {
     decided = decide();
-    if (decided > 0 && chosen == BRAID_TRANSPORT_OFI) ofi_chunk_default();
   }
   int ok = decided > 0;
   *t = chosen;
