@@ -1,10 +1,24 @@
 /* The exported ncclCollNetPlugin_v7 ... _v12 tables: thin adapters over collnet.h.
  *
  * Versions differ in argument widths (int count and size in v7/v8), in a context for init and
- * listen (v11+), in finalize and makeVDevice, and in the property struct.  iallgather and
- * ireducescatter stay NULL: NCCL reaches them only through CollNetDirect or NVLS, which a
- * one-head-per-node parameter-server design does not serve; NCCL then keeps CollNet for
- * allreduce only. */
+ * listen (v11+), in finalize and makeVDevice, and in the property struct.
+ *
+ * braid's CollNet does allreduce only: iallgather and ireducescatter stay NULL, NCCL's "not
+ * supported".  NCCL reaches them only through CollNetDirect (2.20+) and multi-node NVLS (2.27+)
+ * allgather / reducescatter, and its tuning (src/graph/tuning.cc) gives those zero bandwidth when
+ * the pointer is NULL.  That holds because every NCCL version loads the newest CollNet ABI it
+ * knows from here as is (v7 on 2.19, which has neither member and offers CollNet for allreduce
+ * only; v8 on 2.20-2.23, v9 on 2.24-2.25, v10 on 2.26-2.27, v11 on 2.28-2.29, v12 on 2.30); an
+ * older v8+ table would reach NCCL through a wrapper whose forwarders are never NULL.
+ * test/unit/collnet_abi_test.cc checks both; docs/collnet.md ("AllGather and ReduceScatter")
+ * names the one NCCL path that skips the check.
+ *
+ * Heads: NCCL's CollNet heads on a node are its unique GPUs next to NICs that the CollNet device
+ * list marks coll=1 (up to 8, comm->collNetHeadsNum); braid lists every net device as a CollNet
+ * device, so a node with a GPU next to each of 8 NICs has 8 heads.  With CollNetDirect every
+ * head connects its own collComm (nranks = nodes, rank = node) and reduces its share of each
+ * step, all at once; CollNetChain uses one head per channel.  braid-perf --algo CollNetDirect
+ * drives that shape. */
 #include "abi_shared.h"
 #include "collnet.h"
 #include "log.h"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# CollNet through braid-ps on loopback: braid-perf drives CollNet as NCCL does (one head per
-# "node"), braid-ps servers sum; every result is verified.  Covers dtypes and ops, hold-back on and
-# off, a server killed mid-run (re-route, results still right), the wrong token, no server
-# reachable, and CollNet unconfigured.
+# CollNet through braid-ps on loopback: braid-perf drives CollNet as NCCL does, braid-ps servers
+# sum; every result is verified.  Each braid-perf rank is a "node": CollNetChain has one head per
+# node, CollNetDirect several (each its own CollNet communicator over the same servers, all at
+# once).  Covers dtypes and ops, hold-back on and off, a server killed mid-run (re-route, results
+# still right), the wrong token, no server reachable, CollNet unconfigured, and CollNet
+# allgather/reducescatter refused (braid's iallgather/ireducescatter are NULL).
 #   test/integration/collnet_test.sh BUILD_DIR       (build or build/san)
 # Prints "collnet: N passed, N failed".
 set -uo pipefail
@@ -50,6 +52,19 @@ check collnet-uint64        "$PERF" "${C[@]}" -n 2 -b 8 -e 4M -f 16 --iters 3 -w
 check collnet-float64-min   "$PERF" "${C[@]}" -n 3 -b 8 -e 2M -f 32 --iters 3 -w 1 -d float64 -o min
 check collnet-no-hold       env BRAID_PS_HOLD=0 "$PERF" "${C[@]}" -n 3 -b 4 -e 16M -f 16 --iters 3 -w 1
 check collnet-small-parts   env BRAID_PS_PARTITION_BYTES=4K "$PERF" "${C[@]}" -n 2 -b 4 -e 1M -f 16 --iters 3 -w 1
+
+# CollNetDirect: several heads per node, each with its own collComm, chunks interleaved by head.
+D=(allreduce --algo CollNetDirect)
+check collnet-direct-3heads "$PERF" "${D[@]}" --heads 3 -n 3 -c 4 -b 4 -e 16M -f 8 --iters 2 -w 1 --check-all
+check collnet-direct-int32-max "$PERF" "${D[@]}" --heads 2 -n 2 -c 9 -b 4 -e 9000004 -f 11 --iters 2 -w 1 --check-all -d int32 -o max
+
+# CollNet allgather / reducescatter: braid's tables have NULL iallgather / ireducescatter (NCCL's
+# tuning then never picks CollNet for them); braid-perf refuses with a message saying so.
+for op in allgather reducescatter; do
+  if ! timeout 60 "$PERF" $op --algo collnet -n 2 -b 1K -e 1K --iters 1 -w 0 >"$tmp/out" 2>&1 &&
+     grep -q "braid's CollNet (ncclCollNetPlugin_v12) offers allreduce only" "$tmp/out"; then
+    ok "collnet-$op-refused"; else bad "collnet-$op-refused"; fi
+done
 
 # A server killed mid-run: every iteration verified, the run succeeds, the loss was logged.
 ( sleep 3; kill -9 "${spid[1]}" ) &

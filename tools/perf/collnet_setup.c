@@ -1,5 +1,7 @@
-/* braid-perf --algo collnet: CollNet load, init, connect, registration, reduceSupport, teardown,
- * in NCCL 2.28's order (plugin/net.cc, transport.cc ncclTransportCollNetSetup, coll_net.cc). */
+/* braid-perf --algo collnet | CollNetDirect: CollNet load, init, connect, registration,
+ * reduceSupport, teardown, in NCCL 2.28's order (plugin/net.cc, transport.cc
+ * ncclTransportCollNetSetup, coll_net.cc); CollNetDirect connects each head in turn, as NCCL's
+ * ncclCollNetSetup loops over the heads (v2.27.7 and v2.30.7 src/transport/coll_net.cc). */
 #include "collnet.h"
 
 #include <stdio.h>
@@ -36,8 +38,50 @@ static int cn_agree(struct rdv *r, int ok) {
   return rc;
 }
 
+/* NCCL's tuning (graph/tuning.cc, 2.20-2.30) gives CollNetDirect and, from 2.27, multi-node
+ * NVLS allgather / reducescatter zero bandwidth when the CollNet table's iallgather /
+ * ireducescatter is NULL, so NCCL never calls a NULL one; braid-perf never calls them at all.
+ * Says which it is when CollNet allgather or reducescatter is asked for; -1 then. */
+static int cn_refuse_gather(const struct collnet *cn, const struct perf_opts *o) {
+  if (o->op != PERF_ALLGATHER && o->op != PERF_REDUCESCATTER) return 0;
+  int ag = o->op == PERF_ALLGATHER;
+  const char *fn = ag ? "iallgather" : "ireducescatter", *name = cn->cl.name ? cn->cl.name : "?";
+  if (cn->rank != 0) return -1;
+  if (!collload_has(&cn->cl, ag ? COLLLOAD_FN_IALLGATHER : COLLLOAD_FN_IREDUCESCATTER))
+    fprintf(stderr, "braid-perf: CollNet %s unavailable: %s's CollNet (ncclCollNetPlugin_v%d) "
+            "offers allreduce only: its %s is NULL, and NCCL's tuning then gives CollNet %s zero "
+            "bandwidth and never calls it (use ring: drop --algo)\n", perf_op_name(o->op), name,
+            cn->cl.version, fn, perf_op_name(o->op));
+  else
+    fprintf(stderr, "braid-perf: CollNet %s: %s's CollNet (ncclCollNetPlugin_v%d) has %s, but "
+            "braid-perf drives CollNet allreduce only\n", perf_op_name(o->op), name,
+            cn->cl.version, fn);
+  return -1;
+}
+
+/* Head h's device: (--dev + h) mod the device count. getProperties, checked as coll_net.cc's
+ * proxy setup does; the first head's properties are kept for the describe line. */
+static int cn_head_props(struct collnet *cn, int h, int dev0) {
+  int rank = cn->rank, dev = (dev0 + h) % cn->ndev;
+  netload_props_t p;
+  cn->head[h].dev = dev;
+  if (cn_call(rank, "getProperties", collload_get_properties(&cn->cl, dev, &p))) return -1;
+  const char *bad = NULL;
+  if (p.maxCollBytes == 0 || p.maxCollBytes > (size_t)NCCL_MAX_NET_SIZE_BYTES)
+    bad = "maxCollBytes not in (0, 1 TiB] (NCCL fails the CollNet proxy set-up)";
+  else if (!(p.ptrSupport & NCCL_PTR_HOST))
+    bad = "ptrSupport lacks NCCL_PTR_HOST (braid-perf's CollNet buffers are host memory)";
+  if (bad) {
+    fprintf(stderr, "braid-perf: rank %d: CollNet getProperties(%d): %s\n", rank, dev, bad);
+    return -1;
+  }
+  if (h == 0) cn->dev = dev, cn->props = p;
+  return 0;
+}
+
 /* NCCL's pluginInit: init(&collNetContext, commHash, logger), then devices (<= 0: disabled),
- * then the checks of coll_net.cc's proxy setup on getProperties. */
+ * then the checks of coll_net.cc's proxy setup on getProperties of every head's device.
+ * Sets cn->nheads to what this rank wants (collnet_setup takes the smallest of all ranks). */
 static int cn_open(struct perf_net *pn, struct collnet *cn, const struct perf_opts *o) {
   char err[1024];
   int rank = cn->rank;
@@ -45,6 +89,7 @@ static int cn_open(struct perf_net *pn, struct collnet *cn, const struct perf_op
     fprintf(stderr, "braid-perf: rank %d: CollNet unavailable: %s\n", rank, err);
     return -1;
   }
+  if (cn_refuse_gather(cn, o)) return -1;
   ncclResult_t r = collload_init(&cn->cl, &cn->ctx, pn->comm_id, perf_logger);
   if (r != ncclSuccess) {
     fprintf(stderr, "braid-perf: rank %d: CollNet unavailable: %s init failed: %s (%d)\n", rank,
@@ -58,29 +103,37 @@ static int cn_open(struct perf_net *pn, struct collnet *cn, const struct perf_op
             "device(s)\n", rank, netload_result_str(r), cn->ndev);
     return -1;
   }
-  cn->dev = o->dev;
-  if (cn->dev >= cn->ndev) {
+  if (o->dev >= cn->ndev) {
     fprintf(stderr, "braid-perf: rank %d: CollNet unavailable: %d CollNet device(s); --dev %d "
-            "is not one\n", rank, cn->ndev, cn->dev);
+            "is not one\n", rank, cn->ndev, o->dev);
     return -1;
   }
-  if (cn_call(rank, "getProperties", collload_get_properties(&cn->cl, cn->dev, &cn->props)))
-    return -1;
-  const char *bad = NULL;
-  if (cn->props.maxCollBytes == 0 || cn->props.maxCollBytes > (size_t)NCCL_MAX_NET_SIZE_BYTES)
-    bad = "maxCollBytes not in (0, 1 TiB] (NCCL fails the CollNet proxy set-up)";
-  else if (!(cn->props.ptrSupport & NCCL_PTR_HOST))
-    bad = "ptrSupport lacks NCCL_PTR_HOST (braid-perf's CollNet buffers are host memory)";
-  if (bad)
-    fprintf(stderr, "braid-perf: rank %d: CollNet getProperties(%d): %s\n", rank, cn->dev, bad);
+  cn->nheads = !cn->direct ? 1 : o->collnet_heads > 0 ? o->collnet_heads
+               : cn->ndev < COLLNET_MAX_HEADS ? cn->ndev : COLLNET_MAX_HEADS;
+  for (int h = 0; h < cn->nheads; h++)
+    if (cn_head_props(cn, h, o->dev)) return -1;
   CN_INFO("Initialized CollNet plugin %s (ncclCollNetPlugin_v%d), %d device(s)",
           cn->cl.name ? cn->cl.name : "?", cn->cl.version, cn->ndev);
-  return bad ? -1 : 0;
+  return 0;
 }
 
-/* listen, all-gather the handles, one blocking connect, closeListen (coll_net.cc sharedListen
- * and sharedConnect: the first channel connects, the others share its collComm). */
-static int cn_connect(struct collnet *cn, struct rdv *r) {
+/* Every rank says whether its cn_open went right and how many heads it wants; 0 when all did,
+ * with cn->nheads the smallest wish (NCCL's heads per node are the same on every node). */
+static int cn_agree_heads(struct collnet *cn, struct rdv *r, int ok) {
+  int32_t mine[2] = {ok ? 1 : 0, cn->nheads}, *all = calloc((size_t)r->nranks, sizeof mine);
+  int rc = all ? rdv_allgather(r, mine, all, sizeof mine) : -1;
+  for (int k = 0; rc == 0 && k < r->nranks; k++) {
+    if (!all[2 * k]) rc = -1;
+    else if (all[2 * k + 1] < cn->nheads) cn->nheads = all[2 * k + 1];
+  }
+  free(all);
+  return rc;
+}
+
+/* Head h: listen, all-gather the handles, one blocking connect of head h of every node,
+ * closeListen (coll_net.cc sharedListen and sharedConnect: the first channel connects, the
+ * others share its collComm). */
+static int cn_connect(struct collnet *cn, int h, struct rdv *r) {
   struct entry { /* handles aligned as NCCL's (they sit at the start of a struct ncclConnect) */
     _Alignas(16) char handle[NCCL_NET_HANDLE_MAXSIZE];
     int64_t ok;
@@ -88,7 +141,8 @@ static int cn_connect(struct collnet *cn, struct rdv *r) {
   memset(&mine, 0, sizeof mine);
   int rank = cn->rank, n = cn->nranks, rc = -1;
   void *lc = NULL;
-  ncclResult_t res = collload_listen(&cn->cl, cn->ctx, cn->dev, mine.handle, &lc);
+  struct collnet_head *hd = &cn->head[h];
+  ncclResult_t res = collload_listen(&cn->cl, cn->ctx, hd->dev, mine.handle, &lc);
   mine.ok = !cn_call(rank, "listen", res);
   if (mine.ok && !lc) mine.ok = 0, fprintf(stderr, "braid-perf: rank %d: CollNet listen "
                                             "returned a NULL listenComm\n", rank);
@@ -99,39 +153,42 @@ static int cn_connect(struct collnet *cn, struct rdv *r) {
     if (!all[k].ok) goto out; /* that rank printed why; nobody enters the collective */
     handles[k] = all[k].handle;
   }
-  res = collload_connect(&cn->cl, handles, n, rank, lc, &cn->comm);
+  res = collload_connect(&cn->cl, handles, n, rank, lc, &hd->comm);
   int ok = !cn_call(rank, "connect", res);
-  if (ok && !cn->comm) ok = 0, fprintf(stderr, "braid-perf: rank %d: CollNet connect returned "
+  if (ok && !hd->comm) ok = 0, fprintf(stderr, "braid-perf: rank %d: CollNet connect returned "
                                        "success and a NULL collComm\n", rank);
   if (ok) ok = !cn_call(rank, "closeListen", collload_close_listen(&cn->cl, lc));
-  if (!ok) cn->comm = NULL; /* as NCCL: a failed connect leaves the listen comm alone */
+  if (!ok) hd->comm = NULL; /* as NCCL: a failed connect leaves the listen comm alone */
   rc = cn_agree(r, ok);
   if (rc && ok && rank == 0)
     fprintf(stderr, "braid-perf: CollNet unavailable: connect failed on another rank\n");
-  if (rc == 0) CN_INFO("CollNet connected: rank %d of %d, collComm %p", rank, n, cn->comm);
+  if (rc == 0)
+    CN_INFO("CollNet connected: head %d of %d on device %d: rank %d of %d, collComm %p", h,
+            cn->nheads, hd->dev, rank, n, hd->comm);
 out:
   free(all);
   free(handles);
   return rc;
 }
 
-/* The shared buffer (sharedBuffersInit: 2 x nChannels x buffSize, zeroed), registered by the
- * receive and then the send connection of every channel, as each proxy connect does. */
-static int cn_register(struct collnet *cn) {
+/* Head h's shared buffer (sharedBuffersInit: 2 x nChannels x buffSize, zeroed), registered by
+ * the receive and then the send connection of every channel, as each proxy connect does. */
+static int cn_register(struct collnet *cn, int h) {
+  struct collnet_head *hd = &cn->head[h];
   cn->region_bytes = 2 * (size_t)cn->nch * cn->buffsize;
-  if (posix_memalign((void **)&cn->region, 4096, cn->region_bytes)) {
-    cn->region = NULL;
-    fprintf(stderr, "braid-perf: rank %d: no memory for the %zu-byte CollNet buffer\n", cn->rank,
-            cn->region_bytes);
+  if (posix_memalign((void **)&hd->region, 4096, cn->region_bytes)) {
+    hd->region = NULL;
+    fprintf(stderr, "braid-perf: rank %d: no memory for the %zu-byte CollNet buffer of head %d\n",
+            cn->rank, cn->region_bytes, h);
     return -1;
   }
-  memset(cn->region, 0, cn->region_bytes);
+  memset(hd->region, 0, cn->region_bytes);
   for (int c = 0; c < cn->nch; c++) {
-    ncclResult_t r = collload_reg_mr(&cn->cl, cn->comm, cn->region, cn->region_bytes,
-                                     NCCL_PTR_HOST, &cn->recv_mh[c]);
+    ncclResult_t r = collload_reg_mr(&cn->cl, hd->comm, hd->region, cn->region_bytes,
+                                     NCCL_PTR_HOST, &hd->recv_mh[c]);
     if (cn_call(cn->rank, "regMr (receive connection)", r)) return -1;
-    r = collload_reg_mr(&cn->cl, cn->comm, cn->region, cn->region_bytes, NCCL_PTR_HOST,
-                        &cn->send_mh[c]);
+    r = collload_reg_mr(&cn->cl, hd->comm, hd->region, cn->region_bytes, NCCL_PTR_HOST,
+                        &hd->send_mh[c]);
     if (cn_call(cn->rank, "regMr (send connection)", r)) return -1;
   }
   return 0;
@@ -206,12 +263,15 @@ int collnet_setup(struct perf_net *pn, const struct perf_opts *o, struct rdv *r)
   cn->rdv = r;
   cn->timeout_s = o->timeout_s;
   cn->yield_idle = o->yield_idle;
+  cn->direct = o->algo == PERF_ALGO_COLLNET && o->collnet_direct;
   cn->nch = o->nchannels;
   cn->buffsize = o->buffsize;
   cn->slot = o->buffsize / 8; /* NCCL_STEPS */
-  if (cn_agree(r, cn_open(pn, cn, o) == 0)) return -1;
-  if (cn_connect(cn, r)) return -1;
-  int ok = cn_register(cn) == 0;
+  if (cn_agree_heads(cn, r, cn_open(pn, cn, o) == 0)) return -1;
+  for (int h = 0; h < cn->nheads; h++)
+    if (cn_connect(cn, h, r)) return -1;
+  int ok = 1;
+  for (int h = 0; ok && h < cn->nheads; h++) ok = cn_register(cn, h) == 0;
   if (cn_support(cn, o, r, ok)) return -1;
   cn->ready = 1;
   return 0;
@@ -223,27 +283,41 @@ void collnet_describe(const struct perf_net *pn, char *buf, size_t len) {
   const struct collnet *cn = pn->coll;
   size_t at = strlen(buf);
   if (!cn || at + 1 >= len) return;
-  snprintf(buf + at, len - at, "\n# CollNet \"%s\" (ncclCollNetPlugin_v%d), %d device(s); dev %d: "
-           "%s, speed %d Mbps, maxCollBytes %zu; shared buffer 2 x %d ch x %zu B, registered "
-           "%d times (NCCL_PTR_HOST); reduceSupport: %d of %d (op, type) pairs on every rank",
-           cn->cl.name ? cn->cl.name : "?", cn->cl.version, cn->ndev, cn->dev,
-           cn->props.name ? cn->props.name : "?", cn->props.speed, cn->props.maxCollBytes,
-           cn->nch, cn->buffsize, 2 * cn->nch, cn->nsupported, COLLNET_NUM_OPS * COLLNET_NUM_TYPES);
+  at += (size_t)snprintf(buf + at, len - at, "\n# CollNet \"%s\" (ncclCollNetPlugin_v%d), %d "
+                         "device(s); dev %d: %s, speed %d Mbps, maxCollBytes %zu; ",
+                         cn->cl.name ? cn->cl.name : "?", cn->cl.version, cn->ndev, cn->dev,
+                         cn->props.name ? cn->props.name : "?", cn->props.speed,
+                         cn->props.maxCollBytes);
+  if (cn->direct && at + 1 < len) {
+    at += (size_t)snprintf(buf + at, len - at, "CollNetDirect: %d head(s) per node, each its own "
+                           "collComm (nranks %d), on device(s)", cn->nheads, cn->nranks);
+    for (int h = 0; h < cn->nheads && at + 1 < len; h++)
+      at += (size_t)snprintf(buf + at, len - at, "%s%d", h ? "," : " ", cn->head[h].dev);
+    if (at + 1 < len) at += (size_t)snprintf(buf + at, len - at, "; per head: ");
+  }
+  if (at + 1 < len)
+    snprintf(buf + at, len - at, "shared buffer 2 x %d ch x %zu B, registered %d times "
+             "(NCCL_PTR_HOST); reduceSupport: %d of %d (op, type) pairs on every rank", cn->nch,
+             cn->buffsize, 2 * cn->nch, cn->nsupported, COLLNET_NUM_OPS * COLLNET_NUM_TYPES);
 }
 
 int collnet_close(struct perf_net *pn, struct rdv *r) {
   struct collnet *cn = pn->coll;
   int rc = 0;
   if (!cn) return 0;
-  for (int c = 0; cn->comm && c < cn->nch; c++) { /* sendProxyFree, recvProxyFree */
-    void *mh[2] = {cn->send_mh[c], cn->recv_mh[c]};
-    for (int d = 0; d < 2; d++)
-      if (mh[d] && cn_call(cn->rank, "deregMr", collload_dereg_mr(&cn->cl, cn->comm, mh[d])))
-        rc = -1;
-    cn->send_mh[c] = cn->recv_mh[c] = NULL;
+  for (int h = 0; h < COLLNET_MAX_HEADS; h++) {
+    struct collnet_head *hd = &cn->head[h];
+    for (int c = 0; hd->comm && c < cn->nch; c++) { /* sendProxyFree, recvProxyFree */
+      void *mh[2] = {hd->send_mh[c], hd->recv_mh[c]};
+      for (int d = 0; d < 2; d++)
+        if (mh[d] && cn_call(cn->rank, "deregMr", collload_dereg_mr(&cn->cl, hd->comm, mh[d])))
+          rc = -1;
+      hd->send_mh[c] = hd->recv_mh[c] = NULL;
+    }
+    if (hd->comm && cn_call(cn->rank, "closeColl", collload_close_coll(&cn->cl, hd->comm)))
+      rc = -1;
+    hd->comm = NULL;
   }
-  if (cn->comm && cn_call(cn->rank, "closeColl", collload_close_coll(&cn->cl, cn->comm))) rc = -1;
-  cn->comm = NULL;
   uint64_t mine[3] = {cn->calls, cn->nulls, cn->tests};
   uint64_t *all = calloc((size_t)r->nranks, sizeof mine);
   if (!all || rdv_allgather(r, mine, all, sizeof mine)) rc = -1;
@@ -264,7 +338,7 @@ int collnet_finalize(struct perf_net *pn) {
   int rc = 0;
   if (!cn) return 0;
   if (cn->ctx_valid && cn_call(cn->rank, "finalize", collload_finalize(&cn->cl, cn->ctx))) rc = -1;
-  free(cn->region);
+  for (int h = 0; h < COLLNET_MAX_HEADS; h++) free(cn->head[h].region);
   free(cn);
   pn->coll = NULL;
   return rc;

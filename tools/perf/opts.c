@@ -29,11 +29,23 @@ static const char *const opts_usage =
     "  -d, --datatype T       int8 uint8 int32 uint32 int64 uint64 float(32) double (float64)\n"
     "  -o, --op OP            sum prod min max (default sum)\n"
     "Algorithm:\n"
-    "  --algo ring|tree|collnet  allreduce algorithm (default ring; NCCL_ALGO); tree is NCCL's\n"
-    "                         double binary tree (channel c uses tree c%2); collnet (or\n"
-    "                         CollNetChain) is NCCL's CollNet chain, one rank per node: the\n"
-    "                         plugin's ncclCollNetPlugin_vN reduces (implies allreduce and\n"
-    "                         the Simple protocol; NCCL_COLLNET_ENABLE is not needed)\n"
+    "  --algo ring|tree|collnet|CollNetDirect  allreduce algorithm (default ring; NCCL_ALGO);\n"
+    "                         tree is NCCL's double binary tree (channel c uses tree c%2);\n"
+    "                         collnet (or CollNetChain) is NCCL's CollNet chain, one rank per\n"
+    "                         node, one head: the plugin's ncclCollNetPlugin_vN reduces\n"
+    "                         (implies allreduce and the Simple protocol; NCCL_COLLNET_ENABLE\n"
+    "                         is not needed). CollNetDirect: NCCL's CollNetDirect shape, each\n"
+    "                         rank (node) has --heads heads, each with its own CollNet\n"
+    "                         communicator (nranks = nodes, rank = node), on CollNet device\n"
+    "                         (--dev + head) mod the device count; head h of channel c reduces\n"
+    "                         chunk c*heads+h of every step, all heads at once.\n"
+    "                         allgather/reducescatter with collnet or CollNetDirect: refused\n"
+    "                         (braid's CollNet does allreduce only: its iallgather and\n"
+    "                         ireducescatter are NULL, and NCCL's tuning never picks CollNet\n"
+    "                         for those then; braid-perf never calls them)\n"
+    "  --heads N              CollNetDirect heads per node, 1..8 (default: one per CollNet\n"
+    "                         device, at most 8: NCCL's heads are the GPUs next to CollNet\n"
+    "                         NICs, one per NIC on a node with a GPU per NIC)\n"
     "  --algo auto            per size, the choice NCCL would make with its tuner plugin:\n"
     "                         NCCL's cost model fills the table (see --link-gbs; CollNet\n"
     "                         as for --calibrate), the tuner plugin (NCCL_TUNER_PLUGIN,\n"
@@ -169,6 +181,10 @@ static void opts_defaults(struct perf_opts *o) {
   if (algo && !strcasecmp(algo, "tree")) o->algo = PERF_ALGO_TREE;
   if (algo && (!strcasecmp(algo, "collnet") || !strcasecmp(algo, "CollNetChain")))
     o->algo = PERF_ALGO_COLLNET;
+  if (algo && !strcasecmp(algo, "CollNetDirect")) {
+    o->algo = PERF_ALGO_COLLNET;
+    o->collnet_direct = 1;
+  }
   o->timeout_s = 60;
   o->yield_idle = 1;
   o->link_gbs = 12.5;
@@ -204,6 +220,10 @@ const char *perf_op_name(enum perf_op op) {
 const char *perf_algo_name(enum perf_algo a) {
   static const char *const names[] = {"ring", "tree", "collnet", "auto", "nccl"};
   return names[a];
+}
+
+const char *perf_opts_algo_label(const struct perf_opts *o, enum perf_algo a) {
+  return a == PERF_ALGO_COLLNET && o->collnet_direct ? "collnet_direct" : perf_algo_name(a);
 }
 
 int perf_opts_multi_algo(const struct perf_opts *o) {
@@ -259,8 +279,12 @@ static void opts_validate(struct perf_opts *o, int algo_given, int proto_given) 
   }
   if (o->oneway && (o->op != PERF_SENDRECV || o->nranks < 2)) opts_die("--oneway (sendrecv, 2+ ranks)", "");
   opts_validate_multi(o, algo_given, proto_given);
-  if (o->algo == PERF_ALGO_COLLNET) { /* NCCL's CollNet chain: allreduce, Simple only */
-    if (o->op != PERF_ALLREDUCE)
+  if (o->collnet_heads && !(o->algo == PERF_ALGO_COLLNET && o->collnet_direct))
+    opts_die("--heads (needs --algo CollNetDirect)", "");
+  if (o->algo == PERF_ALGO_COLLNET) { /* NCCL's CollNet: allreduce, Simple only */
+    /* allgather and reducescatter go on to the plugin's table: collnet_setup refuses them with
+     * a message saying whether the plugin has iallgather/ireducescatter at all */
+    if (o->op == PERF_SENDRECV)
       opts_die("--algo collnet (allreduce only), operation", perf_op_name(o->op));
     if (o->proto != PERF_PROTO_AUTO && o->proto != PERF_PROTO_SIMPLE)
       opts_die("--algo collnet (Simple protocol only), protocol", perf_proto_name(o->proto));
@@ -276,7 +300,7 @@ static void opts_validate(struct perf_opts *o, int algo_given, int proto_given) 
 enum {
   OPT_RANK = 256, OPT_NRANKS, OPT_RDV, OPT_ALGO, OPT_PROTO, OPT_ONEWAY, OPT_PLUGIN, OPT_NETV,
   OPT_DEV, OPT_TIMEOUT, OPT_JSON, OPT_CHECK_ALL, OPT_NO_YIELD, OPT_PARAMS, OPT_STEP,
-  OPT_STAGED, OPT_CALIBRATE, OPT_REPEATS, OPT_LINK_GBS
+  OPT_STAGED, OPT_CALIBRATE, OPT_REPEATS, OPT_LINK_GBS, OPT_HEADS
 };
 
 static const struct option opts_long[] = {
@@ -296,6 +320,7 @@ static const struct option opts_long[] = {
     {"calibrate", required_argument, 0, OPT_CALIBRATE},
     {"repeats", required_argument, 0, OPT_REPEATS},
     {"link-gbs", required_argument, 0, OPT_LINK_GBS},
+    {"heads", required_argument, 0, OPT_HEADS},
     {0, 0, 0, 0}};
 
 static void opts_one(struct perf_opts *o, int c, const char *a) {
@@ -317,9 +342,11 @@ static void opts_one(struct perf_opts *o, int c, const char *a) {
       else if (!strcasecmp(a, "tree")) o->algo = PERF_ALGO_TREE;
       else if (!strcasecmp(a, "collnet") || !strcasecmp(a, "CollNetChain"))
         o->algo = PERF_ALGO_COLLNET;
+      else if (!strcasecmp(a, "CollNetDirect")) o->algo = PERF_ALGO_COLLNET;
       else if (!strcasecmp(a, "auto")) o->algo = PERF_ALGO_AUTO;
       else if (!strcasecmp(a, "nccl")) o->algo = PERF_ALGO_NCCL;
-      else opts_die("--algo (ring, tree, collnet, auto or nccl)", a);
+      else opts_die("--algo (ring, tree, collnet, CollNetDirect, auto or nccl)", a);
+      o->collnet_direct = !strcasecmp(a, "CollNetDirect");
       break;
     case OPT_PROTO: o->proto = opts_proto(a); break;
     case OPT_ONEWAY: o->oneway = 1; break;
@@ -335,6 +362,7 @@ static void opts_one(struct perf_opts *o, int c, const char *a) {
     case OPT_CALIBRATE: o->calibrate = a; break;
     case OPT_REPEATS: o->repeats = (int)opts_int(a, "--repeats", 1, 1000); break;
     case OPT_LINK_GBS: o->link_gbs = opts_gbs(a); break;
+    case OPT_HEADS: o->collnet_heads = (int)opts_int(a, "--heads (1..8)", 1, 8); break;
     case OPT_PARAMS: braid_params_print(stdout); exit(0);
     case 'h': fputs(opts_usage, stdout); exit(0);
     default: fputs(opts_usage, stderr); exit(2);

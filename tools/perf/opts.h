@@ -10,7 +10,8 @@
 #define PERF_MAX_CHANNELS 32
 
 enum perf_op { PERF_SENDRECV, PERF_ALLREDUCE, PERF_ALLGATHER, PERF_REDUCESCATTER };
-/* PERF_ALGO_COLLNET: NCCL's CollNet chain with one rank per node (allreduce only; collnet.c).
+/* PERF_ALGO_COLLNET: NCCL's CollNet with one rank per node (allreduce; collnet.c): the chain, or
+ * with perf_opts.collnet_direct the CollNetDirect shape (several heads per node).
  * PERF_ALGO_AUTO and PERF_ALGO_NCCL choose one of the others per size (tune.c): through the
  * tuner plugin, or by NCCL's own model alone. */
 enum perf_algo { PERF_ALGO_RING, PERF_ALGO_TREE, PERF_ALGO_COLLNET, PERF_ALGO_AUTO, PERF_ALGO_NCCL };
@@ -49,6 +50,8 @@ struct perf_opts {
   const char *calibrate; /* --calibrate FILE: measure every algorithm, write a calibration */
   int repeats;          /* --repeats: interleaved repeats per size, median kept (>= 1) */
   double link_gbs;      /* --link-gbs: network GB/s per node for NCCL's model */
+  int collnet_direct;   /* --algo CollNetDirect (algo is PERF_ALGO_COLLNET): heads per node */
+  int collnet_heads;    /* --heads: CollNetDirect heads per node (0: one per CollNet device) */
 };
 
 /* Parses argv; exits on --help, --print-params, or a bad flag. */
@@ -68,5 +71,8 @@ int perf_opts_collnet_wanted(void);
 const char *perf_op_name(enum perf_op op);
 const char *perf_proto_name(enum perf_proto p);
 const char *perf_algo_name(enum perf_algo a);
+/* The name a report gives algorithm a of this run: perf_algo_name, but "collnet_direct" for
+ * CollNet with --algo CollNetDirect. */
+const char *perf_opts_algo_label(const struct perf_opts *o, enum perf_algo a);
 
 #endif

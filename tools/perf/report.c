@@ -23,7 +23,7 @@ double report_busbw(enum perf_op op, int nranks, size_t bytes, double time_us) {
 /* The header's algorithm: what --algo says, or the kind of multi-algorithm run. */
 static const char *report_algo(const struct perf_opts *o) {
   if (o->op != PERF_ALLREDUCE) return "";
-  return o->calibrate ? "calibration" : perf_algo_name(o->algo);
+  return o->calibrate ? "calibration" : perf_opts_algo_label(o, o->algo);
 }
 
 int report_open(struct report *rp, const struct perf_opts *o, int nranks, const char *describe) {
@@ -76,7 +76,7 @@ void report_row(struct report *rp, const struct report_row *row) {
             "\"count\": %zu, \"time_us\": %.3f, \"algbw_GBps\": %.6f, \"busbw_GBps\": %.6f, "
             "\"wrong\": %llu}",
             rp->rows ? ",\n" : "", perf_op_name(o->op),
-            o->op == PERF_ALLREDUCE ? perf_algo_name(row->algo) : "ring",
+            o->op == PERF_ALLREDUCE ? perf_opts_algo_label(o, row->algo) : "ring",
             perf_proto_name(row->proto), rp->nranks, row->nch, dt_name(o->dtype), redop,
             row->bytes, row->count, row->time_us, algbw, busbw, (unsigned long long)row->wrong);
   rp->rows++;

@@ -4,7 +4,10 @@
 # iallreduce calls answered with a NULL request). Every result is verified after every
 # iteration (--check-all); sizes run from one element to 64 MiB, with several types, ops and
 # channel counts (more than 8 channels: two iallreduce groups per step). Then the failure paths
-# must fail cleanly: exit status 2 and a clear message. Exits non-zero on any failure.
+# must fail cleanly: exit status 2 and a clear message. --algo CollNetDirect runs the same way
+# with several heads per rank (node), each its own CollNet communicator. CollNet allgather and
+# reducescatter are refused (collshm's iallgather/ireducescatter are NULL, as braid's are).
+# Exits non-zero on any failure.
 #   BUILD=build/san tools/perf/test/collnet_smoke.sh     (the sanitizer build)
 set -u
 B=${BUILD:-build}
@@ -74,12 +77,30 @@ json=$(mktemp)
 run --algo collnet -n 2 $P -b 4K -e 64K -f 4 --json "$json"
 grep -q '"algo": "collnet"' "$json" || { echo "FAIL --json has no collnet records"; fail=1; }
 rm -f "$json"
+# CollNetDirect: head h of channel c carries chunk c*heads+h of each step; every head has its own
+# collComm, shared buffer and proxy, all in flight at once. 8 heads x 12 channels: two
+# iallreduce groups per head; a small NCCL_BUFFSIZE keeps the 8 x 2 x 12 buffers small and the
+# chunks at one slot. The default is one head per CollNet device (collshm has one).
+run --algo CollNetDirect --heads 2 -n 3 $P -c 3 -d float -o sum -b 4 -e 64M -f 8
+run --algo CollNetDirect --heads 3 -n 2 $P -c 5 -d int32 -o max -b 4 -e 9M -f 7
+run NCCL_BUFFSIZE=512K --algo CollNetDirect --heads 8 -n 2 $P -c 12 -d double -o sum -b 8 -e 16M -f 9
+run COLLSHM_NULL_PERCENT=60 --algo CollNetDirect --heads 4 -n 3 $P -c 2 -d int64 -o min -b 8 -e 4M -f 32
+run --algo CollNetDirect --heads 2 -n 3 $P --net-version 8 -c 9 -d uint8 -o sum -b 1 -e 2M -f 33
+run NCCL_ALGO=CollNetDirect allreduce -n 2 $P -b 1K -e 1M -f 32
+json=$(mktemp)
+run --algo CollNetDirect --heads 2 -n 2 $P -b 4K -e 64K -f 4 --json "$json"
+grep -q '"algo": "collnet_direct"' "$json" || { echo "FAIL --json has no collnet_direct records"; fail=1; }
+rm -f "$json"
 
 # Failure paths.
 refuse "CollNet unavailable: devices()" COLLSHM_DEVICES=0 --algo collnet -n 3 $P
 refuse "CollNet connect failed" COLLSHM_FAIL_CONNECT=1 --algo collnet -n 3 $P
 refuse "CollNet unavailable for float sum" COLLSHM_UNSUPPORTED=7 --algo collnet -n 3 $P
 refuse "allreduce only" sendrecv --algo collnet -n 2 $P
+refuse "CollNet (ncclCollNetPlugin_v11) offers allreduce only: its iallgather is NULL" allgather --algo collnet -n 2 $P
+refuse "offers allreduce only: its ireducescatter is NULL" reducescatter --algo CollNetDirect --heads 2 -n 2 $P
+refuse "needs --algo CollNetDirect" allreduce --heads 2 -n 2 $P
+refuse "bad --heads" --algo CollNetDirect --heads 9 -n 2 $P
 refuse "Simple protocol only" --algo collnet --proto LL -n 2 $P
 if [ -f "$B/libnccl-net-chaos.so" ]; then
   refuse "no ncclCollNetPlugin" CHAOS_INNER="$PLUGIN" --algo collnet -n 2 \
