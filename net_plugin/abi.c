@@ -151,9 +151,12 @@ static ncclResult_t isend_v10(void *sc, void *data, size_t size, int tag, void *
   return braid_net_isend(sc, data, size, tag, mh, req);
 }
 
+/* v7/v8 know no optional-completion hint (NCCL's shims for them clear it): whatever *req holds
+ * is not one.  v9+ pass *req through for braid_net_irecv to read. */
 static ncclResult_t irecv_int(void *rc, int n, void **data, int *sizes, int *tags, void **mh,
                               void **req) {
   size_t wide[8] = {0};
+  *req = NULL;
   if (n < 1 || n > 8) return braid_net_irecv(rc, n, data, wide, tags, mh, req); /* rejects n */
   for (int i = 0; i < n; i++) wide[i] = sizes[i] < 0 ? 0 : (size_t)sizes[i];
   return braid_net_irecv(rc, n, data, wide, tags, mh, req);

@@ -58,6 +58,8 @@ struct braid_req {
   int vreq; /* verbs: the connection's request */
   /* recv */
   int n, ndone;
+  bool hinted; /* posted with NCCL's optional-completion hint */
+  bool early;  /* verbs: handed over to the connection (braid_vc_detach); test() completes it */
   struct braid_recv_slot slot[BRAID_MAX_RECVS];
 };
 
@@ -293,8 +295,10 @@ int braid_verbs_link_ready(struct braid_comm *c, char *why, size_t whylen);
  * is verbs). */
 ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag,
                               struct braid_vc_mem *vmem, void **request);
+/* hint: NCCL's optional-completion hint came with the receive (see xfer.c for where it is
+ * taken). */
 ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,
-                              const int *tags, struct braid_vc_mem *vmem, void **request);
+                              const int *tags, struct braid_vc_mem *vmem, bool hint, void **request);
 ncclResult_t braid_xfer_test(void *request, int *done, int *sizes);
 
 #endif

@@ -90,8 +90,9 @@ static void diag_dump(struct braid_comm *c, const char *why, uint64_t now) {
       BRAID_WARN("  send #%llu tag %d: %zu bytes, %d chunks unacknowledged, waiting %.0f ms",
                  (unsigned long long)r->seq, r->tag, r->size, r->frames_out, age_ms);
     else
-      BRAID_WARN("  receive of %d buffer(s), %d complete, first tag %d capacity %zu, waiting %.0f ms "
-                 "(no data from the peer yet: it has not sent)", r->n, r->ndone, r->slot[0].tag,
+      BRAID_WARN("  receive of %d buffer(s)%s, %d complete, first tag %d capacity %zu, waiting %.0f "
+                 "ms (no data from the peer yet: it has not sent)", r->n,
+                 r->hinted ? " (NCCL's optional-completion hint)" : "", r->ndone, r->slot[0].tag,
                  r->slot[0].cap, age_ms);
   }
 }

@@ -289,12 +289,14 @@ ncclResult_t braid_net_isend(void *send_comm, void *data, size_t size, int tag, 
 
 ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
                              const int *tags, void **mhandles, void **request) {
-  *request = NULL;
+  /* NCCL 2.24+ may preset the optional-completion hint: read it before anything is written. */
+  bool hint = *request == (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION;
+  *request = NULL; /* the hint is no request: never handed back */
   struct braid_comm *c = net_comm(recv_comm, BRAID_COMM_RECV, "irecv");
   struct braid_vc_mem *vmem;
   if (!c || (n >= 1 && !net_vmem(c, mhandles ? mhandles[0] : NULL, sizes[0], "irecv", &vmem)))
     return ncclInvalidArgument;
-  return braid_xfer_irecv(c, n, data, sizes, tags, n >= 1 ? vmem : NULL, request);
+  return braid_xfer_irecv(c, n, data, sizes, tags, n >= 1 ? vmem : NULL, hint, request);
 }
 
 ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,

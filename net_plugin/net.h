@@ -37,6 +37,7 @@ ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, voi
 ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle);
 ncclResult_t braid_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                              void **request);
+/* *request on entry: NULL, or NCCL_NET_OPTIONAL_RECV_COMPLETION (NCCL 2.24+, v9+ only). */
 ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
                              const int *tags, void **mhandles, void **request);
 ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,

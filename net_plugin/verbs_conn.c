@@ -67,6 +67,7 @@ struct sreq {
 
 struct rreq {
   bool used, needs_fin, fin;
+  bool detached; /* handed over (braid_vc_detach): retired by progress, never tested */
   uint32_t seq, nch, got;
   size_t cap, size;
   uint8_t *seen; /* bit per chunk */
@@ -235,6 +236,30 @@ static void r_imm(struct braid_vc *vc, uint32_t imm, uint32_t len) {
   q->seen[idx / 8] |= (uint8_t)(1u << (idx % 8));
   q->got++;
   if (idx == nch - 1) q->size = off + len;
+}
+
+/* Detached receives whose writes have all landed (and whose FIN came, where one is owed). */
+static void r_retire(struct braid_vc *vc) {
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    struct rreq *q = &vc->r[k];
+    if (!q->used || !q->detached || !q->nch || q->got < q->nch || (q->needs_fin && !q->fin)) continue;
+    free(q->seen);
+    q->seen = NULL;
+    q->used = q->detached = false;
+  }
+}
+
+/* Receives the peer may still deliver before this side polls again: every chunk open receives
+ * can still get (all of a receive's capacity while its count is unknown) and every FIN owed. */
+static uint32_t r_due(const struct braid_vc *vc) {
+  uint32_t due = 0;
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    const struct rreq *q = &vc->r[k];
+    if (!q->used) continue;
+    uint32_t nch = q->nch ? q->nch : q->cap ? (uint32_t)((q->cap + vc->chunk - 1) / vc->chunk) : 1;
+    due += nch - q->got + (q->needs_fin && !q->fin);
+  }
+  return due;
 }
 
 /* ---------- sender ---------- */
@@ -505,6 +530,7 @@ int braid_vc_progress(struct braid_vc *vc) {
     else r_send_fenced(vc, r);
   }
   if (vc->failed) return -1;
+  if (!vc->sender) r_retire(vc);
   ctl_post(vc);
   if (vc->sender) {
     for (uint32_t n = vc->s_seq - BRAID_VC_SLOTS; n != vc->s_seq; n++) {
@@ -650,6 +676,7 @@ int braid_vc_irecv(struct braid_vc *vc, void *buf, size_t cap, struct braid_vc_m
   if (vc->sender) return vc_fail(vc, "irecv on a sending connection");
   int k = (int)(vc->r_seq % BRAID_VC_SLOTS);
   struct rreq *q = &vc->r[k];
+  if (q->used && q->detached && braid_vc_progress(vc)) return -1; /* its writes may be in */
   if (q->used) return 1;
   if (cap && (!mem || mem->n != vc->nrails || !mem_covers(mem, buf, cap)))
     return vc_fail(vc, "a receive into unregistered memory");
@@ -661,6 +688,23 @@ int braid_vc_irecv(struct braid_vc *vc, void *buf, size_t cap, struct braid_vc_m
   if (ctl_queue(vc, &m, sizeof m)) return -1;
   *req = k;
   return braid_vc_progress(vc);
+}
+
+bool braid_vc_detach(struct braid_vc *vc, int req) {
+  if (vc->failed || vc->sender || req < 0 || req >= BRAID_VC_SLOTS) return false;
+  struct rreq *q = &vc->r[req];
+  if (!q->used || q->detached) return false;
+  /* Over two or more rails a rail's failure (even one fenced long ago: the sender may not have
+   * heard yet) needs this side's FENCED before the sender writes its chunks again; over one,
+   * the rail's failure is the connection's. */
+  if (vc->nrails != 1 || vc->down[0]) return false;
+  for (int i = 0; i < CTLQ; i++) /* every CTS (this one included) on the wire, none queued */
+    if (vc->ctl[i].used && !vc->ctl[i].posted) return false;
+  /* Each write consumes one of the rail's posted receives; an empty ring would RNR-NAK the peer
+   * until this side polls, which may be never. */
+  if (r_due(vc) > (uint32_t)braid_verbs_ep_recv_posted(vc->ep[0])) return false;
+  q->detached = true;
+  return true;
 }
 
 int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size) {
@@ -677,7 +721,7 @@ int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size) {
     q->used = false;
   } else {
     struct rreq *q = &vc->r[req];
-    if (!q->used) return vc_fail(vc, "test of an unknown request");
+    if (!q->used || q->detached) return vc_fail(vc, "test of an unknown request");
     if (!q->nch || q->got < q->nch || (q->needs_fin && !q->fin)) return 0;
     if (size) *size = q->size;
     free(q->seen);
@@ -703,7 +747,8 @@ void braid_vc_describe(const struct braid_vc *vc, char *buf, size_t len) {
       PUT("send %u: cts %d, %u/%u chunks acked, fin %d/%d; ", q->seq, q->have_cts, q->acked, q->nch,
           q->needs_fin, q->fin_done);
     if (!vc->sender && p->used)
-      PUT("recv %u: %u/%u chunks, fin %d/%d; ", p->seq, p->got, p->nch, p->needs_fin, p->fin);
+      PUT("recv %u: %u/%u chunks, fin %d/%d%s; ", p->seq, p->got, p->nch, p->needs_fin, p->fin,
+          p->detached ? ", detached" : "");
   }
 #undef PUT
 }

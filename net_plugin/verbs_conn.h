@@ -23,6 +23,12 @@
  * NCCL reused its buffer.  A failed rail stays down for the connection's life.  When every rail
  * has failed the connection fails.
  *
+ * A receive may be handed over to the connection (braid_vc_detach, for NCCL's optional
+ * completion) when nothing more is needed from this side for its data to land: its CTS is on the
+ * wire, the connection has one rail (over more, a rail's fence needs this side's FENCED), and the
+ * rail's posted receives cover every write still due.  The peer's writes then land
+ * without this side's CPU; progress retires the receive once they are all counted.
+ *
  * Single-threaded: the owner drives it through isend/irecv/test/progress. */
 #ifndef BRAID_VERBS_CONN_H
 #define BRAID_VERBS_CONN_H
@@ -65,6 +71,10 @@ void braid_vc_dereg(struct braid_vc *vc, struct braid_vc_mem *m);
  * (braid_vc_error).  mem may be NULL for an empty message. */
 int braid_vc_isend(struct braid_vc *vc, const void *buf, size_t size, struct braid_vc_mem *mem, int *req);
 int braid_vc_irecv(struct braid_vc *vc, void *buf, size_t cap, struct braid_vc_mem *mem, int *req);
+/* Receive req (just posted) needs nothing more from this side for its data to land (see
+ * above)?  true: the connection now owns it and retires it by itself; never test it again.
+ * false: test it as usual. */
+bool braid_vc_detach(struct braid_vc *vc, int req);
 /* Drives the connection, then reports req: 0 (*done, and for receives *size), -1 failed. */
 int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size);
 /* Drives the connection (completions, control messages, the scheduler).  0, or -1 failed. */

@@ -459,6 +459,7 @@ bool braid_verbs_ep_drained(const struct braid_verbs_ep *ep) {
   return ep->fenced && ep->recv_posted == 0 && ep->send_head == ep->send_tail;
 }
 const char *braid_verbs_ep_name(const struct braid_verbs_ep *ep) { return ep->name; }
+int braid_verbs_ep_recv_posted(const struct braid_verbs_ep *ep) { return ep->recv_posted; }
 
 /* After the QP is in ERR every posted request completes (flushed); wait for them, bounded. */
 static void drain(struct braid_verbs_ep *ep) {

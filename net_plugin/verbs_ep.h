@@ -97,6 +97,9 @@ int braid_verbs_ep_fence(struct braid_verbs_ep *ep);
  * landed before the fence have all been seen. */
 bool braid_verbs_ep_drained(const struct braid_verbs_ep *ep);
 const char *braid_verbs_ep_name(const struct braid_verbs_ep *ep); /* "rxe_a0:1" */
+/* Receives posted and not yet seen through poll: what the peer may still send or write with an
+ * immediate before this side polls again (more would be RNR-NAKed and wait). */
+int braid_verbs_ep_recv_posted(const struct braid_verbs_ep *ep);
 
 /* Moves the QP to ERR, drains the CQ (bounded), destroys QP, CQ, control buffers, PD, device
  * context.  The user's registrations must be deregistered first (a WARN names any left). */

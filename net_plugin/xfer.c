@@ -88,8 +88,19 @@ ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int
   return ncclSuccess;
 }
 
+/* NCCL's optional-completion hint (NCCL 2.24+, LL/LL128, single receives): test() may report
+ * the receive done before its data is in, the kernel seeing the data land through the protocol's
+ * flags.  NCCL may then stop calling into the comm after a collective's last step, so a receive
+ * completes early only where its data reaches the buffer without this proxy calling again:
+ * - verbs: the peer writes straight into the buffer once the CTS (sent here, at irecv) is on the
+ *   wire; braid_vc_detach says when nothing else is needed from this side (a one-rail
+ *   connection, room in its receive ring), and then the request completes at its first test().
+ * - sockets and ofi: the bytes move only when this proxy reads the stream or the provider (rx.c,
+ *   inside irecv and test), and over ofi each payload's receive is posted here once its header
+ *   is read; a receive reported done early would leave the rest unread and the LL kernel waiting
+ *   forever.  The hint is kept in the request and the receive completes as usual. */
 ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,
-                              const int *tags, struct braid_vc_mem *vmem, void **request) {
+                              const int *tags, struct braid_vc_mem *vmem, bool hint, void **request) {
   *request = NULL;
   if (c->err) return c->err;
   if (n < 1 || n > BRAID_MAX_RECVS) {
@@ -107,10 +118,14 @@ ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const si
   struct braid_req *r = braid_req_alloc(c, BRAID_REQ_RECV);
   if (!r) return ncclSuccess;
   r->n = n;
+  r->hinted = hint;
   for (int i = 0; i < n; i++)
     r->slot[i] = (struct braid_recv_slot){.buf = data[i], .cap = sizes[i], .tag = tags[i], .msg = -1};
-  if (c->verbs)
-    return xfer_verbs_post(c, r, braid_vc_irecv(c->vc, data[0], sizes[0], vmem, &r->vreq), request);
+  if (c->verbs) {
+    int rc = braid_vc_irecv(c->vc, data[0], sizes[0], vmem, &r->vreq);
+    if (rc == 0 && hint) r->early = braid_vc_detach(c->vc, r->vreq);
+    return xfer_verbs_post(c, r, rc, request);
+  }
   braid_rx_post(c, r);
   *request = r;
   return ncclSuccess;
@@ -125,10 +140,11 @@ ncclResult_t braid_xfer_test(void *request, int *done, int *sizes) {
   }
   struct braid_comm *c = r->comm;
   if (c->verbs) {
-    size_t size = 0;
+    size_t size = 0; /* an early receive's size is not known yet: 0 */
     if (c->err) return c->err;
-    if (braid_vc_test(c->vc, r->vreq, &r->done, &size))
+    if (r->early ? braid_vc_progress(c->vc) : braid_vc_test(c->vc, r->vreq, &r->done, &size))
       return braid_comm_fail(c, ncclRemoteError, "verbs: %s", braid_vc_error(c->vc));
+    r->done |= r->early; /* its slot is the connection's now, maybe reused: never tested */
     if (r->done && r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
   } else if (r->kind == BRAID_REQ_SEND) braid_tx_progress(c); /* also moves other sends' data */
   else if (!r->done) braid_rx_progress(c, true);

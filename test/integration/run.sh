@@ -45,6 +45,27 @@ fi
 for v in 7 8 9 10 11 12; do
   check "abi-v$v"         "$PERF" --net-version "$v" sendrecv -n 2 -b 1 -e 4M -f 64 --iters 3 -w 1
 done
+# NCCL 2.24+'s optional receive completion: braid-perf presets the hint on its LL/LL128
+# receives as NCCL does (NCCL_NET_OPTIONAL_RECV_COMPLETION, default 1; cleared for v7/v8 plugins)
+# and still tests each request.  Every result verified; with the hint, the plugin got it (counted
+# by braid-perf) and, over sockets, completed none early; without it, no receive was hinted.
+hint_case() { # name expect(on|off) CMD...
+  local name=$1 expect=$2 counts; shift 2
+  if ! timeout 300 "$@" >"$tmp/out" 2>&1 || ! grep -q "Out of bounds values : 0 OK" "$tmp/out"; then
+    bad "$name (exit or verification)"; return
+  fi
+  counts=$(sed -n 's/.*; \([0-9]*\) irecvs posted with the optional-completion hint, \([0-9]*\) of them completed early$/\1 \2/p' "$tmp/out")
+  read -r hinted early <<<"${counts:-x x}"
+  if [ "$expect" = on ] && [ "$hinted" != x ] && [ "$hinted" -gt 0 ] && [ "$early" = 0 ]; then ok "$name ($hinted hinted)"
+  elif [ "$expect" = off ] && [ "$hinted" = 0 ]; then ok "$name"
+  else bad "$name (hinted receives: ${hinted:-?}, completed early: ${early:-?})"; fi
+}
+hint_case ll-hint-on        on  env NCCL_NET_OPTIONAL_RECV_COMPLETION=1 "$PERF" allreduce --algo ring --proto LL -n 3 -b 4 -e 1M -f 16 --iters 3 -w 1
+hint_case ll-hint-off       off env NCCL_NET_OPTIONAL_RECV_COMPLETION=0 "$PERF" allreduce --algo ring --proto LL -n 3 -b 4 -e 1M -f 16 --iters 3 -w 1
+hint_case ll128-hint-on     on  "$PERF" allreduce --algo tree --proto LL128 -n 4 -b 4 -e 4M -f 8 --iters 3 -w 1
+hint_case ll-p2p-hint-on    on  "$PERF" sendrecv --proto LL -n 2 -b 1 -e 64K -f 4 --iters 3 -w 1
+hint_case ll-hint-v8-off    off "$PERF" --net-version 8 allreduce --algo ring --proto LL -n 2 -b 4 -e 64K -f 8 --iters 3 -w 1
+hint_case simple-never-hinted off "$PERF" allreduce --algo ring --proto Simple -n 2 -b 4 -e 1M -f 16 --iters 3 -w 1
 # NCCL's name rules: "braid" -> libnccl-net-braid.so on the loader path.
 check plugin-by-name      env NCCL_NET_PLUGIN=braid LD_LIBRARY_PATH="$B" "$PERF" sendrecv -n 2 -b 1K -e 1K --iters 2 -w 0
 if NCCL_NET_PLUGIN=no-such-plugin timeout 30 "$PERF" sendrecv -n 2 -b 1K -e 1K >"$tmp/out" 2>&1; then

@@ -104,6 +104,20 @@ run_ok allreduce-2 "${ar[@]}"
 compare allreduce-1 allreduce-2 0
 compare sendrecv-1 allreduce-1 1
 
+# NCCL's optional receive completion: braid-perf hints its LL receives as NCCL 2.24+ does; the
+# trace marks each hinted irecv (opt=1) and the shape counts exactly the receives braid-perf
+# hinted; without the hint, none.
+ll=(allreduce --algo ring --proto LL -n 3 -b 4 -e 64K -f 16 --iters 3 -w 1)
+for h in 1 0; do
+  NCCL_NET_OPTIONAL_RECV_COMPLETION=$h run_ok "ll-hint$h" "${ll[@]}"
+  want=$(sed -n 's/.*; \([0-9]*\) irecvs posted with the optional-completion hint.*/\1/p' "$tmp/ll-hint$h.out")
+  "$SHAPE" "$tmp/ll-hint$h" >"$tmp/ll-hint$h.shape" 2>&1 || true
+  got=$(sed -n 's/^recv optional-completion: //p' "$tmp/ll-hint$h.shape")
+  if [ -n "$want" ] && [ "$got" = "$want" ] && { [ "$h" = 0 ] || [ "$want" -gt 0 ]; } && { [ "$h" = 1 ] || [ "$want" = 0 ]; }; then
+    ok "ll-hint$h: the shape counts $got hinted receives, as braid-perf posted"
+  else bad "ll-hint$h: shape counts ${got:-?} hinted receives, braid-perf posted ${want:-?}" "$tmp/ll-hint$h.shape"; fi
+done
+
 # Every ABI version the wrapper exports forwards as the newest does.
 for v in 7 10; do
   run_ok "abi-v$v" --net-version "$v" "${sr[@]}"

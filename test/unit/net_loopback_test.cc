@@ -238,6 +238,50 @@ TEST_F(Loopback, ThirtyTwoInFlightMatchInPostingOrder) {
   }
 }
 
+// NCCL 2.24+ presets *request to NCCL_NET_OPTIONAL_RECV_COMPLETION before irecv (LL/LL128, one
+// receive) and still tests what comes back.  The hint is read, never handed back: a real request,
+// NULL for "retry later", NULL on an error.  Over sockets the bytes move only while the plugin is
+// called, so a hinted receive still completes with its data, never early.
+TEST_F(Loopback, OptionalCompletionHintGivesRealRequestsThatCompleteWithTheData) {
+  void* const hint = reinterpret_cast<void*>(NCCL_NET_OPTIONAL_RECV_COMPLETION);
+  const int k = 32;
+  std::vector<std::vector<char>> src, dst(k, std::vector<char>(70000, 0));
+  std::vector<void*> rreqs, sreqs;
+  for (int i = 0; i < k; i++) {
+    src.push_back(Pattern(1000 + 2000 * i, i + 40));
+    void* d = dst[i].data();
+    size_t cap = dst[i].size();
+    int tag = 7;
+    void* req = hint;
+    ASSERT_EQ(net.irecv(recv_, 1, &d, &cap, &tag, nullptr, nullptr, &req), ncclSuccess);
+    ASSERT_NE(req, nullptr);
+    ASSERT_NE(req, hint) << "the hint came back as a request";
+    rreqs.push_back(req);
+  }
+  int done = 1, got = -1;
+  ASSERT_EQ(net.test(rreqs[0], &done, &got), ncclSuccess);
+  EXPECT_EQ(done, 0) << "no data sent yet: sockets must not complete early";
+  char byte;
+  void* bp = &byte;
+  size_t one = 1;
+  int tag7 = 7;
+  void* extra = hint;
+  ASSERT_EQ(net.irecv(recv_, 1, &bp, &one, &tag7, nullptr, nullptr, &extra), ncclSuccess);
+  EXPECT_EQ(extra, nullptr) << "a 33rd receive: NULL (retry later), not the hint";
+  extra = hint;
+  EXPECT_EQ(net.irecv(recv_, 0, &bp, &one, &tag7, nullptr, nullptr, &extra), ncclInvalidArgument);
+  EXPECT_EQ(extra, nullptr) << "an error leaves NULL, not the hint";
+  for (int i = 0; i < k; i++) sreqs.push_back(Isend(src[i].data(), src[i].size(), 7));
+  for (int i = 0; i < k; i++) {
+    got = -1;
+    ASSERT_EQ(Wait(rreqs[i], &got, &sreqs), ncclSuccess);
+    EXPECT_EQ(got, 1000 + 2000 * i) << "completed with its data, so with its real size";
+    EXPECT_EQ(0, memcmp(dst[i].data(), src[i].data(), src[i].size())) << i;
+  }
+  for (void* q : sreqs)
+    if (q) { EXPECT_EQ(Wait(q, &got), ncclSuccess); }
+}
+
 TEST_F(Loopback, SendLargerThanReceiveFails) {
   auto src = Pattern(2000, 1);
   std::vector<char> dst(1000);

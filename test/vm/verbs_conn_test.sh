@@ -4,7 +4,10 @@
 #   (1) messages of 0, 1, 4095 bytes, a chunk, a chunk + 1, 3 MiB + 5, then 2 s of 1 MiB messages;
 #   (2) rail 1 black-holed mid-run (`netem loss 100%` on the receiver's side: its ACKs vanish,
 #       the data it carried may have landed): the run completes verified, rail 1 down;
-#   (3) rail 2 cut mid-run (loss 100% both ways): the same.
+#   (3) rail 2 cut mid-run (loss 100% both ways): the same;
+#   (4) NCCL's optional completion (--hint): over one rail receives are handed over to the
+#       connection and never tested, the receiver never driven for them, and their data still
+#       lands (verified in place); over 4 rails none is (a rail's fence needs the receiver).
 # A rail slowed to a tenth is covered through braid-perf by test/vm/verbs_perf_test.sh.
 # Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (as test/vm/smoke.sh).
 #   test/vm/verbs_conn_test.sh   (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
@@ -20,6 +23,12 @@ t=./braid-verbs-conn-test
 fail() { echo "verbs-conn: FAIL: $*"; exit 1; }
 $t --rails 4 --sizes --seconds 2 >/tmp/1.out 2>&1 || { cat /tmp/1.out; fail "(1) exit status"; }
 cat /tmp/1.out
+$t --rails 1 --hint --sizes --seconds 2 >/tmp/4a.out 2>&1 || { cat /tmp/4a.out; fail "(4) one rail: exit status"; }
+cat /tmp/4a.out
+grep -q "^detached [1-9][0-9]* of" /tmp/4a.out || fail "(4) no receive detached over one rail"
+$t --rails 4 --hint --seconds 1 >/tmp/4b.out 2>&1 || { cat /tmp/4b.out; fail "(4) 4 rails: exit status"; }
+grep "^detached" /tmp/4b.out
+grep -q "^detached 0 of" /tmp/4b.out || fail "(4) a receive detached over 4 rails"
 # fault NAME CMD...: a run that waits on READY, CMD injects the fault, the run goes on 3 s.
 fault() {
   local name=$1; shift

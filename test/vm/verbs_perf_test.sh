@@ -8,7 +8,10 @@
 #   (4) rail 2 cut mid-run (loss both ways): the same;
 #   (5) rail 1's interface taken down on the receiver's side mid-run: rxe reports the port down
 #       (an asynchronous event), the rail is fenced, the run completes verified;
-#   (6) rails at 50 Mbit/s, rail 3 at 5 Mbit/s: the run completes verified.
+#   (6) rails at 50 Mbit/s, rail 3 at 5 Mbit/s: the run completes verified;
+#   (7) NCCL's optional completion: braid-perf hints its LL/LL128 receives as NCCL 2.24+ does;
+#       over one rail (va0/vb0) braid completes them early (the peer's RDMA writes land without
+#       the receiver), over four (2) it completes none early; every result verified.
 # Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (as test/vm/smoke.sh).
 #   test/vm/verbs_perf_test.sh   (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
 set -euo pipefail
@@ -23,13 +26,14 @@ set -uo pipefail
 export BRAID_TRANSPORT=verbs NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT BRAID_WAIT_WARN_MS=15000
 fail() { echo "verbs-perf: FAIL: $*"; exit 1; }
 # run NAME [FAULT-CMD] -- BRAID-PERF-ARGS...: both ranks; FAULT-CMD runs 3 s in; must verify.
+# IFA/IFB: the ranks' NCCL_SOCKET_IFNAME (default va, vb: all four rails).
 run() {
   local name=$1 fault=$2; shift 3
   local port=$((30000 + RANDOM % 20000)) rc0=0 rc1=0 t0=$SECONDS
   local a=(--nranks 2 --rendezvous 127.0.0.1:$port --plugin ./libnccl-net-braid.so --timeout 40)
-  NCCL_SOCKET_IFNAME=vb timeout 150 ./braid-perf "$@" "${a[@]}" --rank 1 >/tmp/$name.r1 2>&1 &
+  NCCL_SOCKET_IFNAME=${IFB:-vb} timeout 150 ./braid-perf "$@" "${a[@]}" --rank 1 >/tmp/$name.r1 2>&1 &
   local p1=$!
-  NCCL_SOCKET_IFNAME=va timeout 150 ./braid-perf "$@" "${a[@]}" --rank 0 >/tmp/$name.r0 2>&1 &
+  NCCL_SOCKET_IFNAME=${IFA:-va} timeout 150 ./braid-perf "$@" "${a[@]}" --rank 0 >/tmp/$name.r0 2>&1 &
   local p0=$!
   if [ -n "$fault" ]; then sleep 3; sh -c "$fault"; fi
   wait $p0 || rc0=$?
@@ -43,6 +47,15 @@ run() {
 run sendrecv "" -- sendrecv -b 0 -e 8M -f 8 -w 1 -i 3
 grep -q "transport: verbs" /tmp/sendrecv.r0 || fail "the verbs transport was not chosen"
 run allreduce "" -- allreduce --algo ring -b 4 -e 4M -f 16 -w 1 -i 3
+early() { sed -n 's/.*optional-completion hint, \([0-9]*\) of them completed early$/\1/p' /tmp/$1.r0; }
+[ "$(early allreduce)" = 0 ] || fail "(allreduce) receives completed early over four rails: $(early allreduce)"
+IFA==va0 IFB==vb0 run ll-hint "" -- allreduce --algo ring --proto LL -b 4 -e 1M -f 16 -w 1 -i 3
+[ "$(early ll-hint)" -gt 0 ] 2>/dev/null || fail "(ll-hint) no receive completed early over one rail"
+echo "verbs-perf: ll-hint: $(early ll-hint) receives completed early"
+IFA==va0 IFB==vb0 run ll128-hint "" -- allreduce --algo ring --proto LL128 -b 4 -e 4M -f 16 -w 1 -i 3
+[ "$(early ll128-hint)" -gt 0 ] 2>/dev/null || fail "(ll128-hint) no receive completed early over one rail"
+IFA==va0 IFB==vb0 NCCL_NET_OPTIONAL_RECV_COMPLETION=0 run ll-nohint "" -- allreduce --algo ring --proto LL -b 4 -e 1M -f 16 -w 1 -i 3
+[ "$(early ll-nohint)" = 0 ] || fail "(ll-nohint) receives completed early without the hint"
 run blackhole "braid-fabric netem 1 b loss 100%" -- sendrecv --oneway -b 8M -e 8M -w 1 -i 30
 grep -q "verbs rail 1 .*fenced" /tmp/blackhole.r0 || fail "(blackhole) rail 1 not fenced"
 braid-fabric clear 1

@@ -239,10 +239,11 @@ ncclResult_t netload_isend(struct netload *nl, void *send_comm, void *data, size
   return ncclInternalError;
 }
 
-/* v7/v8: irecv sizes are int. */
+/* v7/v8: irecv sizes are int, and no optional-completion hint (NCCL's shims clear it). */
 static ncclResult_t nl_irecv_int(struct netload *nl, void *comm, int n, void **data,
                                  size_t *sizes, int *tags, void **mh, void **request) {
   int isz[NETLOAD_MAX_RECVS];
+  if (*request == (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION) *request = NULL;
   if (n < 0 || n > NETLOAD_MAX_RECVS) return ncclInvalidArgument;
   for (int i = 0; i < n; i++) {
     if (sizes[i] > INT_MAX) return ncclInvalidArgument;

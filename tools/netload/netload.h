@@ -115,7 +115,8 @@ ncclResult_t netload_dereg_mr(struct netload *nl, void *comm, void *mhandle);
 
 /* v7/v8 take int sizes: a size above INT_MAX gives ncclInvalidArgument without a call.
  * phandle(s) are dropped for v7..v9. *request keeps whatever the caller preset (NCCL presets
- * NULL, or NCCL_NET_OPTIONAL_RECV_COMPLETION for irecv) and is passed through unchanged. */
+ * NULL, or NCCL_NET_OPTIONAL_RECV_COMPLETION for irecv) and is passed through unchanged, except
+ * that irecv clears the hint for v7/v8 plugins, as NCCL's compatibility shims do. */
 ncclResult_t netload_isend(struct netload *nl, void *send_comm, void *data, size_t size, int tag,
                            void *mhandle, void *phandle, void **request);
 ncclResult_t netload_irecv(struct netload *nl, void *recv_comm, int n, void **data,

@@ -210,16 +210,18 @@ static void bench_row(const struct bench_result *all, int nranks, int reps, int 
 
 /* Rank 0 prints the NULL-request counters of every rank (CollNet prints its own). */
 static int bench_counters(struct perf_net *pn, const struct perf_opts *o, struct rdv *r) {
-  uint64_t mine[3] = {pn->eng.null_sends, pn->eng.null_recvs, pn->eng.hint_posts};
-  uint64_t *all = calloc((size_t)r->nranks, sizeof mine), sum[3] = {0, 0, 0};
+  uint64_t mine[4] = {pn->eng.null_sends, pn->eng.null_recvs, pn->eng.hint_posts,
+                      pn->eng.early_recvs};
+  uint64_t *all = calloc((size_t)r->nranks, sizeof mine), sum[4] = {0, 0, 0, 0};
   if (!all || rdv_allgather(r, mine, all, sizeof mine)) return free(all), -1;
   for (int k = 0; k < r->nranks; k++)
-    for (int i = 0; i < 3; i++) sum[i] += all[3 * k + i];
+    for (int i = 0; i < 4; i++) sum[i] += all[4 * k + i];
   free(all);
   if (r->rank == 0 && o->algo != PERF_ALGO_COLLNET)
     printf("# all ranks: isend returned NULL %llu times, irecv %llu times (retried); %llu irecvs "
-           "posted with the optional-completion hint\n", (unsigned long long)sum[0],
-           (unsigned long long)sum[1], (unsigned long long)sum[2]);
+           "posted with the optional-completion hint, %llu of them completed early\n",
+           (unsigned long long)sum[0], (unsigned long long)sum[1], (unsigned long long)sum[2],
+           (unsigned long long)sum[3]);
   return 0;
 }
 

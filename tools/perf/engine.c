@@ -107,7 +107,10 @@ static int eng_send(struct engine *e, const struct eng_op *op, struct eng_conn *
   return progress;
 }
 
-/* Posts receives into free slots, with NCCL's optional-completion hint for LL/LL128. */
+/* Posts receives into free slots.  NCCL 2.24+ presets *request to the optional-completion hint
+ * for LL/LL128 when it posts a single receive and NCCL_NET_OPTIONAL_RECV_COMPLETION is not 0
+ * (default 1); its shims for v7/v8 plugins clear it again (netload does too).  It still tests
+ * every request it got, and stops calling once all are done (the LL flags tell it the rest). */
 static int eng_recv_post(struct engine *e, const struct eng_op *op, struct eng_conn *c) {
   int progress = 0;
   while (c->posted < c->total && c->posted - c->consumed < ENG_STEPS) {
@@ -118,15 +121,21 @@ static int eng_recv_post(struct engine *e, const struct eng_op *op, struct eng_c
       data = op->direct(op->ctx, c, i, &size);
       mh = c->user_mh;
     }
-    int tag = c->peer;
-    int hint = e->optional_recv && op->proto != PERF_PROTO_SIMPLE;
+    int tag = c->peer, n = 1; /* one receive per call: never grouped */
+    int hint = e->optional_recv && op->proto != PERF_PROTO_SIMPLE && n == 1;
     void *req = hint ? (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION : NULL;
-    ncclResult_t r = netload_irecv(e->nl, c->comm, 1, &data, &size, &tag, &mh, NULL, &req);
+    ncclResult_t r = netload_irecv(e->nl, c->comm, n, &data, &size, &tag, &mh, NULL, &req);
     if (r != ncclSuccess) return eng_fail(e, "irecv", r, c);
+    if (req == (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION) {
+      fprintf(stderr, "braid-perf: rank %d: irecv (recv comm from rank %d, channel %d) handed "
+              "back the optional-completion hint as its request\n", e->rank, c->peer, c->chan);
+      return -1;
+    }
     if (!req) {
       e->null_recvs++;
       break;
     }
+    hint &= e->nl->version >= 9; /* what the plugin saw */
     e->hint_posts += hint;
     c->req[i % ENG_STEPS] = req;
     c->hinted[i % ENG_STEPS] = hint;
@@ -153,6 +162,10 @@ static int eng_recv_done(struct engine *e, const struct eng_op *op, struct eng_c
     if (r != ncclSuccess) return eng_fail(e, "test", r, c);
     if (!done) break;
     c->got[c->completed % ENG_STEPS] = size;
+    /* done, but not with the message's size: completed early, as the hint allows */
+    uint64_t k = c->completed;
+    e->early_recvs += c->hinted[k % ENG_STEPS] &&
+                      (size_t)size != proto_wire_len(op->proto, op->expect(op->ctx, c, k));
     c->completed++;
     progress = 1;
   }

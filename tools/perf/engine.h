@@ -75,6 +75,7 @@ struct engine {
   char *scratch;           /* LL/LL128 encode/decode area */
   size_t scratch_bytes;
   uint64_t null_sends, null_recvs, hint_posts; /* statistics */
+  uint64_t early_recvs; /* hinted receives test() completed with another size than sent */
 };
 
 /* Runs one operation until every connection with total > 0 has moved all its messages.
