@@ -18,8 +18,9 @@ WARN     = -Wall -Wextra -Werror
 CPPFLAGS = -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote tools/netload -iquote ps_offload -iquote tuner_plugin -MMD -MP
 CFLAGS   = -std=c11 $(OPT) -g -fPIC $(WARN) -fvisibility=hidden
 CXXFLAGS = -std=c++17 $(OPT) -g $(WARN)
-LDLIBS   = -ldl -lpthread -lm -lhwloc
-PS_LIBS  = -lsodium
+# Only the C library family: hwloc, libsodium, libfabric and libibverbs are opened at run time
+# (common/dynlib.h), so the plugins load on any node (test/integration/loads_anywhere_test.sh).
+LDLIBS   = -ldl -lpthread -lm
 ifeq ($(SAN),1)
   SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
@@ -30,7 +31,7 @@ CFLAGS  += $(SANFLAGS)
 CXXFLAGS += $(SANFLAGS)
 LDFLAGS += $(SANFLAGS)
 
-COMMON_SRCS = common/log.c common/param.c common/sockaddr.c
+COMMON_SRCS = common/log.c common/param.c common/sockaddr.c common/dynlib.c common/sodium_lib.c
 NET_SRCS    = $(wildcard net_plugin/*.c)
 NETLOAD_SRCS = $(wildcard tools/netload/*.c)
 PERF_SRCS   = $(wildcard tools/perf/*.c)
@@ -90,7 +91,7 @@ $(BUILD)/obj/%.o: %.cc
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
 $(PLUGIN): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS) $(TUNER_INPUT_SRCS))
-	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braid.so $^ -o $@ $(LDLIBS) $(PS_LIBS)
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braid.so $^ -o $@ $(LDLIBS)
 
 $(CORE): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS) $(TUNER_INPUT_SRCS))
 	@rm -f $@
@@ -101,7 +102,7 @@ $(PSCORE): $(call obj,$(PS_SRCS))
 	ar rcs $@ $^
 
 $(TUNER): $(call obj,$(COMMON_SRCS) $(TUNER_SRCS))
-	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-tuner-braid.so $^ -o $@ $(LDLIBS) $(PS_LIBS)
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-tuner-braid.so $^ -o $@ $(LDLIBS)
 
 # getCollInfo's cost, in-process (bench/tuner_latency.sh); model.c fills NCCL-shaped tables.
 $(TUNERLAT): $(call obj,bench/tuner_latency.c tuner_plugin/model.c)
@@ -112,17 +113,17 @@ $(TUNERCORE): $(call obj,$(TUNER_SRCS))
 	ar rcs $@ $^
 
 $(call obj,tools/tune/chart.c): CPPFLAGS += $(CAIRO_CFLAGS)
-$(TUNE): $(call obj,$(TUNE_SRCS) common/log.c common/param.c) $(TUNERCORE)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(PS_LIBS) $(CAIRO_LIBS)
+$(TUNE): $(call obj,$(TUNE_SRCS) common/log.c common/param.c common/dynlib.c common/sodium_lib.c) $(TUNERCORE)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(CAIRO_LIBS)
 
 # The unit tests also call braid-tune's advice-file merge (pure C, libc only).
 $(UNIT): $(call obj,tools/tune/health.c)
 
 $(PS): $(call obj,ps_offload/main.c $(COMMON_SRCS)) $(PSCORE)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(PS_LIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(PERF): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(PERF_SRCS)) $(TUNERCORE)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(PS_LIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(STAT): $(call obj,$(STAT_SRCS))
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
@@ -135,11 +136,11 @@ $(BUILD)/tcp_%: bench/ref/tcp_%.c
 	$(CC) -std=c11 -O2 $(WARN) -pthread $< -o $@
 
 $(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE) $(PSCORE) $(if $(TUNER_SRCS),$(TUNERCORE))
-	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ -lgtest -lgtest_main $(LDLIBS) $(PS_LIBS)
+	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ -lgtest -lgtest_main $(LDLIBS)
 
 # The threaded test, built with SAN=thread into build/tsan by `make test`.
 $(BUILD)/threads-test: $(BUILD)/obj/test/unit/threads_test.o $(CORE)
-	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS) $(PS_LIBS)
+	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
 
 unit: deps $(UNIT)
 

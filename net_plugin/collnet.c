@@ -137,7 +137,10 @@ ncclResult_t braid_coll_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t log
     return ncclInvalidArgument;
   }
   if (ps_auth_init() != 0) {
-    BRAID_WARN("CollNet off: libsodium failed to initialise");
+    /* The token is always required, so there is no unauthenticated CollNet to fall back to. */
+    BRAID_WARN("CollNet off: BRAID_PS_TOKEN is set but braid-ps authentication (HMAC-SHA256 with "
+               "libsodium) is unavailable: %s; CollNet never runs unauthenticated (apt-get install "
+               "libsodium23)", ps_auth_error());
     return ncclSystemError;
   }
   if (ctx) {

@@ -1,10 +1,11 @@
 #include "topo.h"
 
 #include <errno.h>
-#include <hwloc.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "hwloc_lib.h"
 #include "log.h"
 
 #define TOPO_MAX_GPUS 64
@@ -67,9 +68,20 @@ static int topo_is_pci_bridge(hwloc_obj_t o) {
   return o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI;
 }
 
-static hwloc_topology_t topo_load(const char *xml) {
+/* hwloc, or NULL (after one INFO line per process saying what that costs). */
+static const struct braid_hwloc *topo_lib(void) {
+  const struct braid_hwloc *hw = braid_hwloc();
+  static atomic_flag said = ATOMIC_FLAG_INIT;
+  if (!hw && !atomic_flag_test_and_set(&said))
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "%s: no PCI placement information, so NICs are not grouped "
+               "by their nearest GPU: a device per PCI NIC (BRAID_RAILS groups rails by hand; "
+               "apt-get install libhwloc15)", braid_hwloc_error());
+  return hw;
+}
+
+static hwloc_topology_t topo_load(const struct braid_hwloc *hw, const char *xml) {
   hwloc_topology_t t;
-  if (hwloc_topology_init(&t) < 0) {
+  if (hw->hwloc_topology_init(&t) < 0) {
     BRAID_INFO(NCCL_INIT | NCCL_NET, "hwloc: cannot initialise a topology (%s); a device per PCI NIC",
                strerror(errno));
     return NULL;
@@ -77,16 +89,16 @@ static hwloc_topology_t topo_load(const char *xml) {
   /* PCI devices and bridges only: no OS devices, none of the GPU backends (they would initialise
    * CUDA, NVML or OpenCL inside NCCL's init), and not the libpciaccess one (the linux backend
    * reads the PCI tree from sysfs; libpciaccess's state outlives the topology, a leak). */
-  hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
-  hwloc_topology_set_type_filter(t, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_NONE);
+  hw->hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
+  hw->hwloc_topology_set_type_filter(t, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_NONE);
   static const char *const skip[] = {"pci", "cuda", "nvml", "opencl", "rsmi", "levelzero", "gl"};
   for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
-    (void)hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, skip[i]);
+    (void)hw->hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, skip[i]);
   errno = 0;
-  if ((xml && hwloc_topology_set_xml(t, xml) < 0) || hwloc_topology_load(t) < 0) {
+  if ((xml && hw->hwloc_topology_set_xml(t, xml) < 0) || hw->hwloc_topology_load(t) < 0) {
     BRAID_INFO(NCCL_INIT | NCCL_NET, "hwloc: cannot load the %s%s topology (%s); a device per PCI NIC",
                xml ? "XML " : "machine's", xml ? xml : "", errno ? strerror(errno) : "unknown error");
-    hwloc_topology_destroy(t);
+    hw->hwloc_topology_destroy(t);
     return NULL;
   }
   return t;
@@ -102,12 +114,16 @@ static int topo_switch_hops(hwloc_obj_t const *chain, int nchain, hwloc_obj_t gp
 
 int braid_topo_nearest_gpus(const char *xml, const struct braid_iface *ifc, int n, int64_t *near) {
   for (int i = 0; i < n; i++) near[i] = -1;
-  hwloc_topology_t t = topo_load(xml);
+  const struct braid_hwloc *hw = topo_lib();
+  hwloc_topology_t t = hw ? topo_load(hw, xml) : NULL;
   if (!t) return -1;
+  /* hwloc.h's hwloc_get_next_pcidev and hwloc_get_pcidev_by_busid, through the loaded library. */
+  unsigned npci = hw->hwloc_get_nbobjs_by_depth(t, HWLOC_TYPE_DEPTH_PCI_DEVICE);
   hwloc_obj_t gpu[TOPO_MAX_GPUS];
   int ngpu = 0, nall = 0;
-  for (hwloc_obj_t o = hwloc_get_next_pcidev(t, NULL); o; o = hwloc_get_next_pcidev(t, o)) {
-    if (!topo_is_gpu(o)) continue;
+  for (unsigned k = 0; k < npci; k++) {
+    hwloc_obj_t o = hw->hwloc_get_obj_by_depth(t, HWLOC_TYPE_DEPTH_PCI_DEVICE, k);
+    if (!o || !topo_is_gpu(o)) continue;
     nall++;
     if (ngpu == TOPO_MAX_GPUS) continue;
     int j = ngpu++; /* insertion sort: PCI order, whatever hwloc's */
@@ -117,8 +133,11 @@ int braid_topo_nearest_gpus(const char *xml, const struct braid_iface *ifc, int 
   for (int i = 0; i < n && ngpu > 0; i++) {
     int64_t id = ifc[i].pci_path[0] ? braid_topo_busid(ifc[i].pci_path) : -1;
     if (id < 0) continue;
-    hwloc_obj_t nic = hwloc_get_pcidev_by_busid(t, (unsigned)(id >> 24), (unsigned)(id >> 16 & 0xff),
-                                                (unsigned)(id >> 8 & 0xff), (unsigned)(id & 0xff));
+    hwloc_obj_t nic = NULL;
+    for (unsigned k = 0; k < npci && !nic; k++) {
+      hwloc_obj_t o = hw->hwloc_get_obj_by_depth(t, HWLOC_TYPE_DEPTH_PCI_DEVICE, k);
+      if (o && topo_obj_busid(o) == id) nic = o;
+    }
     if (!nic) continue;
     hwloc_obj_t chain[TOPO_MAX_DEPTH];
     int nchain = 0;
@@ -129,6 +148,6 @@ int braid_topo_nearest_gpus(const char *xml, const struct braid_iface *ifc, int 
       if (hops >= 0 && (best < 0 || hops < best)) best = hops, near[i] = topo_obj_busid(gpu[g]);
     }
   }
-  hwloc_topology_destroy(t);
+  hw->hwloc_topology_destroy(t);
   return nall;
 }

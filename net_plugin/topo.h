@@ -1,4 +1,5 @@
-/* PCI locality of NICs and GPUs, from hwloc: the only braid file that talks to hwloc.
+/* PCI locality of NICs and GPUs, from hwloc (opened at run time, hwloc_lib.h): the only braid
+ * file that talks to hwloc.
  *
  * A NIC is near a GPU when their closest common ancestor in the PCI tree is a PCI bridge: a
  * switch port or a root port with a switch below it (NCCL's PIX or PXB), not merely the host
@@ -23,7 +24,8 @@ const char *braid_topo_busid_str(int64_t id, char *buf, size_t len);
  * tree (ties: the first GPU in PCI order), or -1 when no GPU is near it, it has no PCI device, or
  * hwloc does not know its device.  xml: an hwloc XML topology to read (tests), NULL for this
  * machine's (hwloc honours HWLOC_XMLFILE then).  Returns the number of GPUs in the topology, or
- * -1 when hwloc could not load it (one INFO line says why; near[] is all -1). */
+ * -1 when hwloc could not load it or libhwloc.so.15 is not installed (one INFO line says why, the
+ * latter once per process; near[] is all -1). */
 int braid_topo_nearest_gpus(const char *xml, const struct braid_iface *ifc, int n, int64_t *near);
 
 #endif

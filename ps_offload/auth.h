@@ -1,4 +1,6 @@
-/* braid-ps authentication: challenge-response on the job token with libsodium.
+/* braid-ps authentication: challenge-response on the job token with libsodium, which is opened
+ * at run time (common/sodium_lib.h): without it nothing authenticates, and the CollNet client and
+ * braid-ps refuse to start rather than run unauthenticated.
  *
  * Both sides hold the job's token (BRAID_PS_TOKEN); it never crosses the wire.  Each side sends a
  * fresh random nonce and the other proves knowledge of the token with HMAC-SHA256 over the
@@ -12,8 +14,11 @@
 
 #include "proto.h"
 
-/* sodium_init(); 0 or -1.  Safe to call many times from many threads. */
+/* Loads and initialises libsodium; 0, or -1 when it cannot (ps_auth_error() says why: not
+ * installed, too old, no entropy).  Safe to call many times from many threads.  Until it has
+ * returned 0 the functions below fail closed: zeros out, ps_auth_equal never true. */
 int ps_auth_init(void);
+const char *ps_auth_error(void);
 void ps_auth_random(void *buf, size_t n);
 
 /* The server's proof for a head's nonce. */

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "conn.h"
 #include "sockaddr.h"
 
@@ -371,6 +372,8 @@ static int default_threads(void) {
 
 struct ps_server *ps_server_start(const struct ps_server_opts *o, char *err, size_t errlen) {
   if (!o->token || !o->token[0]) return snprintf(err, errlen, "no token"), NULL;
+  if (ps_auth_init() != 0)
+    return snprintf(err, errlen, "no authentication: %s (apt-get install libsodium23)", ps_auth_error()), NULL;
   int nthreads = o->threads > 0 ? o->threads : default_threads();
   if (nthreads > MAX_THREADS) return snprintf(err, errlen, "at most %d threads", MAX_THREADS), NULL;
   struct ps_server *s = calloc(1, sizeof *s);
@@ -391,7 +394,7 @@ struct ps_server *ps_server_start(const struct ps_server_opts *o, char *err, siz
   };
   s->ctx = ps_ctx_create(&co);
   if (!s->ctx) {
-    snprintf(err, errlen, "cannot initialise (libsodium or memory)");
+    snprintf(err, errlen, "cannot initialise (out of memory)");
     free(s);
     return NULL;
   }

@@ -37,7 +37,10 @@ suite collnet ./test/integration/collnet_test.sh build
 suite collnet-sanitized ./test/integration/collnet_test.sh build/san
 suite collnet-tsan-servers env PS=build/tsan/braid-ps TSAN_OPTIONS=halt_on_error=1 ./test/integration/collnet_test.sh build
 suite collnet-driver env BUILD=build tools/perf/test/collnet_smoke.sh
+suite loads-anywhere ./test/integration/loads_anywhere_test.sh build
+suite loads-anywhere-sanitized ./test/integration/loads_anywhere_test.sh build/san
 suite tuner-driver env BUILD=build tools/perf/test/tuner_smoke.sh
+suite nccl-compat ./test/integration/compat_test.sh build
 suite tuner-driver-sanitized env BUILD=build/san tools/perf/test/tuner_smoke.sh
 suite tune-tool env BUILD=build tools/tune/test/smoke.sh
 suite tune-tool-sanitized env BUILD=build/san tools/tune/test/smoke.sh

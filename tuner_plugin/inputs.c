@@ -3,11 +3,14 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sodium.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "log.h"
+#include "sodium_lib.h"
 #include "textfile.h"
 
 #define INPUT_FILE_MAX (16u << 20)
@@ -36,10 +39,11 @@ static void copy_env(char *dst, size_t n, const char *name, const char *def) {
 }
 
 /* Hashes a tag, then the file's contents or the reason it has none. */
-static void hash_file(crypto_generichash_state *st, const char *tag, const char *path) {
-  crypto_generichash_update(st, (const unsigned char *)tag, strlen(tag) + 1);
+static void hash_file(const struct braid_sodium *s, crypto_generichash_state *st, const char *tag,
+                      const char *path) {
+  s->crypto_generichash_update(st, (const unsigned char *)tag, strlen(tag) + 1);
   if (!*path) {
-    crypto_generichash_update(st, (const unsigned char *)"unset", 6);
+    s->crypto_generichash_update(st, (const unsigned char *)"unset", 6);
     return;
   }
   size_t len = 0;
@@ -47,15 +51,33 @@ static void hash_file(crypto_generichash_state *st, const char *tag, const char 
   if (!buf) {
     char why[32];
     snprintf(why, sizeof why, "unreadable:%d", errno == ENOENT ? 0 : 1);
-    crypto_generichash_update(st, (const unsigned char *)why, strlen(why) + 1);
+    s->crypto_generichash_update(st, (const unsigned char *)why, strlen(why) + 1);
     return;
   }
-  crypto_generichash_update(st, (const unsigned char *)"file", 5);
-  crypto_generichash_update(st, (const unsigned char *)buf, len);
+  s->crypto_generichash_update(st, (const unsigned char *)"file", 5);
+  s->crypto_generichash_update(st, (const unsigned char *)buf, len);
   free(buf);
 }
 
-void braid_tuner_inputs_read(struct braid_tuner_inputs *in) {
+/* The mode and the files it reads, hashed (BLAKE2b, 8 bytes); 0 never comes out. */
+static uint64_t inputs_hash(const struct braid_sodium *s, const struct braid_tuner_inputs *in) {
+  unsigned char out[8];
+  crypto_generichash_state st;
+  s->crypto_generichash_init(&st, NULL, 0, sizeof out);
+  const char *m = braid_tuner_mode_name(in->mode);
+  s->crypto_generichash_update(&st, (const unsigned char *)m, strlen(m) + 1);
+  hash_file(s, &st, "rules", in->mode == BRAID_TUNER_MODEL ? "" : in->rules_path);
+  hash_file(s, &st, "calib", in->mode == BRAID_TUNER_RULES ? "" : in->calib_path);
+  hash_file(s, &st, "health", in->mode == BRAID_TUNER_RULES ? "" : in->health_path);
+  s->crypto_generichash_final(&st, out, sizeof out);
+  uint64_t fp = 0;
+  for (int i = 0; i < 8; i++) fp = fp << 8 | out[i];
+  return fp ? fp : 1;
+}
+
+/* quiet: for the net plugin and tools, which only compare fingerprints; the tuner says what a
+ * missing libsodium costs it. */
+static void inputs_read(struct braid_tuner_inputs *in, bool quiet) {
   memset(in, 0, sizeof *in);
   in->braid_tuner = names_braid(getenv("NCCL_TUNER_PLUGIN"));
   const char *mode = getenv("BRAID_TUNER_MODE");
@@ -75,31 +97,40 @@ void braid_tuner_inputs_read(struct braid_tuner_inputs *in) {
   copy_env(in->calib_path, sizeof in->calib_path, "BRAID_TUNER_CALIB", "");
   copy_env(in->health_path, sizeof in->health_path, "BRAID_TUNER_HEALTH", "");
 
-  unsigned char out[8];
-  crypto_generichash_state st;
-  if (sodium_init() < 0) { /* picks implementations; generichash works either way */ }
-  crypto_generichash_init(&st, NULL, 0, sizeof out);
+  /* Neither case reads a file, so neither needs libsodium. */
   if (!in->braid_tuner) {
-    crypto_generichash_update(&st, (const unsigned char *)"no braid tuner", 15);
-  } else {
-    const char *m = braid_tuner_mode_name(in->mode);
-    crypto_generichash_update(&st, (const unsigned char *)m, strlen(m) + 1);
-    hash_file(&st, "rules", in->mode == BRAID_TUNER_OFF || in->mode == BRAID_TUNER_MODEL ? "" : in->rules_path);
-    hash_file(&st, "calib", in->mode == BRAID_TUNER_OFF || in->mode == BRAID_TUNER_RULES ? "" : in->calib_path);
-    hash_file(&st, "health", in->mode == BRAID_TUNER_OFF || in->mode == BRAID_TUNER_RULES ? "" : in->health_path);
+    in->fingerprint = BRAID_TUNER_FP_NONE;
+    return;
   }
-  crypto_generichash_final(&st, out, sizeof out);
-  uint64_t fp = 0;
-  for (int i = 0; i < 8; i++) fp = fp << 8 | out[i];
-  in->fingerprint = fp ? fp : 1;
+  if (in->mode == BRAID_TUNER_OFF) {
+    in->fingerprint = BRAID_TUNER_FP_OFF;
+    return;
+  }
+  const struct braid_sodium *s = braid_sodium();
+  if (!s) {
+    /* Files no rank can show the others it shares would let ranks choose differently: off.  A
+     * rank that has libsodium and runs with BRAID_TUNER_MODE=off agrees with this one. */
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!quiet && !atomic_flag_test_and_set(&said))
+      BRAID_INFO(NCCL_INIT | NCCL_TUNING, "tuner: %s: the tuner cannot fingerprint its input files "
+                 "(rules, calibration, health), which every rank must be seen to share, so it "
+                 "ignores them and leaves every choice to NCCL, as BRAID_TUNER_MODE=off (apt-get "
+                 "install libsodium23)", braid_sodium_error());
+    in->mode = BRAID_TUNER_OFF;
+    in->fingerprint = BRAID_TUNER_FP_OFF;
+    return;
+  }
+  in->fingerprint = inputs_hash(s, in);
 }
+
+void braid_tuner_inputs_read(struct braid_tuner_inputs *in) { inputs_read(in, false); }
 
 static pthread_once_t fp_once = PTHREAD_ONCE_INIT;
 static uint64_t fp_value;
 
 static void fp_init(void) {
   struct braid_tuner_inputs in;
-  braid_tuner_inputs_read(&in);
+  inputs_read(&in, true);
   fp_value = in.fingerprint;
 }
 

@@ -29,13 +29,22 @@ struct braid_tuner_inputs {
   uint64_t fingerprint;  /* 0 never occurs */
 };
 
+/* The fingerprints that read no file: NCCL_TUNER_PLUGIN is not braid, or BRAID_TUNER_MODE=off.
+ * Constants, so they need no libsodium; each is the hash braid_tuner_inputs_read would compute
+ * (BLAKE2b-64 of "no braid tuner", of "off" and the three files unset; checked by
+ * test/unit/optional_libs_test.cc). */
+#define BRAID_TUNER_FP_NONE 0xb19e4828b52a8ee1ULL
+#define BRAID_TUNER_FP_OFF 0xb86e5281f507793aULL
+
 /* Reads the environment and hashes the mode and the three files' contents (a missing file
- * hashes as missing). */
+ * hashes as missing) with libsodium, opened at run time.  Without libsodium the files cannot be
+ * fingerprinted, so they are not used: mode becomes BRAID_TUNER_OFF (NCCL's choices) and the
+ * fingerprint BRAID_TUNER_FP_OFF, after one INFO line per process. */
 void braid_tuner_inputs_read(struct braid_tuner_inputs *in);
 
 const char *braid_tuner_mode_name(enum braid_tuner_mode m);
 
-/* The fingerprint for this process, computed once (thread-safe). */
+/* The fingerprint for this process, computed once (thread-safe), without the INFO line. */
 uint64_t braid_tuner_fingerprint(void);
 
 #endif

@@ -18,10 +18,11 @@ TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_ps_frames)
 declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=40 [fuzz_frame]=40 [fuzz_raillist]=296 [fuzz_ps_frames]=4096) # decoder input sizes; a command script for fuzz_ps_frames
 mkdir -p "$OUT/artifacts"
 
-PS_ENGINE=(ps_offload/session.c ps_offload/conn.c ps_offload/proto.c ps_offload/auth.c ps_offload/reduce.c ps_offload/reduce_x86.c)
+PS_ENGINE=(ps_offload/session.c ps_offload/conn.c ps_offload/proto.c ps_offload/auth.c ps_offload/reduce.c ps_offload/reduce_x86.c
+           common/dynlib.c common/sodium_lib.c)
 for t in "${TARGETS[@]}"; do
   srcs=(net_plugin/wire.c) libs=()
-  [ "$t" = fuzz_ps_frames ] && srcs=("${PS_ENGINE[@]}") libs=(-lsodium -lpthread)
+  [ "$t" = fuzz_ps_frames ] && srcs=("${PS_ENGINE[@]}") libs=(-lpthread)
   "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote ps_offload \
     "test/fuzz/$t.c" "${srcs[@]}" -o "$OUT/$t" "${libs[@]}"
