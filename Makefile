@@ -44,7 +44,7 @@ TUNER_SRCS  = $(wildcard tuner_plugin/*.c)
 PS_WIRE_SRCS = ps_offload/proto.c ps_offload/auth.c ps_offload/assign.c ps_offload/reduce.c \
                ps_offload/reduce_x86.c
 # The tuner-inputs fingerprint, which the net plugin carries in its handles.
-TUNER_INPUT_SRCS = tuner_plugin/inputs.c tuner_plugin/textfile.c
+TUNER_INPUT_SRCS = tuner_plugin/inputs.c tuner_plugin/textfile.c tuner_plugin/agree.c
 UNIT_SRCS   = $(filter-out test/unit/threads_test.cc,$(wildcard test/unit/*.cc))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -68,6 +68,7 @@ include tools/perf/build.mk
 include tools/trace/build.mk
 include tools/verbs-probe/build.mk
 include tools/sim/build.mk
+include tools/compat/build.mk
 
 # braid-tune (tools/tune): the tuner's library, cairo for --png.
 TUNE_SRCS    = $(wildcard tools/tune/*.c)

@@ -86,6 +86,7 @@ run "$tmp/calib-s.out" --calibrate "$cal.s" -b 4K -e 1M -f 4 -w 3 --iters 20
 run "$tmp/calib-l.out" --calibrate "$cal.l" -b 4M -e 64M -f 4 -w 1 --iters 2
 { cat "$cal.l"; grep '^allreduce ' "$cal.s"; } >"$cal"
 export BRAID_TUNER_CALIB=$cal
+export "$("$TUNE" pin 2>/dev/null)"  # the tuner uses files only when pinned
 sweep healthy
 cp "$cal" "$raw/calibration"
 
@@ -104,6 +105,7 @@ if ! "$TUNE" health "$tmp"/advice/* >"$tmp/health" 2>"$tmp/health.err"; then
     echo "h0 0.25"; echo "h1 1"; echo "h2 1"; echo "h3 1"; } >"$tmp/health"
 fi
 export BRAID_TUNER_HEALTH=$tmp/health
+export "$("$TUNE" pin 2>/dev/null)"
 cp "$tmp/health" "$raw/health"
 sweep slow
 cp "$tmp"/healthy-* "$tmp"/slow-* "$raw/"

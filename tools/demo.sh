@@ -48,5 +48,8 @@ trap 'kill "${pids[@]}" 2>/dev/null; rm -f "$calib"' EXIT
 ./build/braid-perf allreduce -n "$ranks" -b 4K -e 4M -f 4 -w 2 --iters 10 --repeats 1 \
   --calibrate "$calib" | awk '/calibration summary/,/# wrote/'
 # shellcheck disable=SC2086
-NCCL_TUNER_PLUGIN=$PWD/build/libnccl-tuner-braid.so BRAID_TUNER_CALIB=$calib \
-  ./build/braid-perf allreduce --algo auto -n "$ranks" -b 4K -e 4M -f 4
+# The tuner uses a file only when every rank is given its fingerprint (braid-tune pin).
+export NCCL_TUNER_PLUGIN=$PWD/build/libnccl-tuner-braid.so BRAID_TUNER_CALIB=$calib
+export "$(./build/braid-tune pin 2>/dev/null)"
+echo "# $BRAID_TUNER_PIN pins the calibration (braid-tune pin)"
+./build/braid-perf allreduce --algo auto -n "$ranks" -b 4K -e 4M -f 4

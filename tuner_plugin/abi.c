@@ -1,4 +1,5 @@
-/* The exported ncclTunerPlugin_v2 .. _v6 tables: thin adapters over tuner.c. */
+/* The exported ncclTunerPlugin_v1 .. _v6 tables: thin adapters over tuner.c. */
+#include <pthread.h>
 #include <stddef.h>
 
 #include "log.h"
@@ -14,7 +15,50 @@ static ncclResult_t init_old(int version, size_t nranks, size_t nnodes,
     BRAID_WARN("tuner: init v%d called without a context pointer", version);
     return ncclInternalError;
   }
-  braid_tuner_create((struct braid_tuner **)ctx, version, 0, nranks, nnodes, NULL);
+  return braid_tuner_create((struct braid_tuner **)ctx, version, 0, nranks, nnodes, NULL)
+             ? ncclInvalidUsage : ncclSuccess;
+}
+
+/* v1 (NCCL 2.19, 2.20) has no context: one process-wide context, created by the first
+ * communicator's init and destroyed with the last one. Its getCollInfo cannot tell which
+ * communicator asks, so rules naming node or rank counts never match there. */
+static pthread_mutex_t v1_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct braid_tuner *v1_ctx;
+static int v1_refs;
+
+static ncclResult_t init_v1(size_t nranks, size_t nnodes, ncclDebugLogger_t logger) {
+  braid_log_set_logger(logger);
+  ncclResult_t rc = ncclSuccess;
+  pthread_mutex_lock(&v1_lock);
+  if (v1_refs == 0) {
+    if (braid_tuner_create(&v1_ctx, 1, 0, nranks, nnodes, NULL))
+      rc = ncclInvalidUsage;
+    else
+      braid_tuner_sizes_unknown(v1_ctx);
+  }
+  if (rc == ncclSuccess) v1_refs++;
+  pthread_mutex_unlock(&v1_lock);
+  return rc;
+}
+
+static ncclResult_t coll_v1(ncclFunc_t coll, size_t nbytes, int collnet_support, int nvls_support,
+                            int pipe_ops, int *algorithm, int *protocol, int *nchannels) {
+  pthread_mutex_lock(&v1_lock);
+  struct braid_tuner *t = v1_ctx;
+  pthread_mutex_unlock(&v1_lock);
+  /* t stays valid: NCCL destroys a communicator only after its last collective. */
+  braid_tuner_apply_v2(t, (int)coll, nbytes, collnet_support, nvls_support, pipe_ops, algorithm,
+                       protocol, nchannels);
+  return ncclSuccess;
+}
+
+static ncclResult_t fini_v1(void) {
+  pthread_mutex_lock(&v1_lock);
+  if (v1_refs > 0 && --v1_refs == 0) {
+    braid_tuner_destroy(v1_ctx);
+    v1_ctx = NULL;
+  }
+  pthread_mutex_unlock(&v1_lock);
   return ncclSuccess;
 }
 
@@ -36,8 +80,8 @@ static ncclResult_t init_new(int version, void **ctx, uint64_t comm_id, size_t n
     BRAID_WARN("tuner: init v%d called without a context pointer", version);
     return ncclInternalError;
   }
-  braid_tuner_create((struct braid_tuner **)ctx, version, comm_id, nranks, nnodes, constants);
-  return ncclSuccess;
+  return braid_tuner_create((struct braid_tuner **)ctx, version, comm_id, nranks, nnodes, constants)
+             ? ncclInvalidUsage : ncclSuccess;
 }
 
 /* constants seed the model's latencies; braid leaves them (and nvlDomainInfo) as NCCL set them,
@@ -84,6 +128,7 @@ static ncclResult_t fini(void *ctx) {
   return ncclSuccess;
 }
 
+EXPORT const ncclTuner_v1_t ncclTunerPlugin_v1 = {"braid", init_v1, coll_v1, fini_v1};
 EXPORT const ncclTuner_v2_t ncclTunerPlugin_v2 = {"braid", init_v2, coll_v2, fini};
 EXPORT const ncclTuner_v3_t ncclTunerPlugin_v3 = {"braid", init_v3, coll_v3, fini};
 EXPORT const ncclTuner_v4_t ncclTunerPlugin_v4 = {"braid", init_v4, coll_v4, fini};

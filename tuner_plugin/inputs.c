@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "agree.h"
 #include "log.h"
 #include "sodium_lib.h"
 #include "textfile.h"
@@ -79,7 +80,9 @@ static uint64_t inputs_hash(const struct braid_sodium *s, const struct braid_tun
  * missing libsodium costs it. */
 static void inputs_read(struct braid_tuner_inputs *in, bool quiet) {
   memset(in, 0, sizeof *in);
-  in->braid_tuner = names_braid(getenv("NCCL_TUNER_PLUGIN"));
+  /* The tuner itself (quiet == false) is braid's tuner whatever name NCCL loaded it by; the net
+   * plugin can only guess from NCCL_TUNER_PLUGIN. */
+  in->braid_tuner = !quiet || names_braid(getenv("NCCL_TUNER_PLUGIN"));
   const char *mode = getenv("BRAID_TUNER_MODE");
   in->mode = BRAID_TUNER_AUTO;
   in->mode_valid = 1;
@@ -131,7 +134,7 @@ static uint64_t fp_value;
 static void fp_init(void) {
   struct braid_tuner_inputs in;
   inputs_read(&in, true);
-  fp_value = in.fingerprint;
+  fp_value = braid_tuner_effective_fingerprint(&in); /* what this rank's choices depend on */
 }
 
 uint64_t braid_tuner_fingerprint(void) {

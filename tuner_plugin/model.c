@@ -140,7 +140,8 @@ static double bus_bw(const ncclTunerConstants_v5_t *c, const struct braid_fabric
     }
   }
   /* AllGather/ReduceScatter over CollNet or NVLS across nodes needs the CollNet plugin's
-   * iallgather/ireducescatter and one NIC head per GPU: braid's fabrics have neither. */
+   * iallgather/ireducescatter, which braid's CollNet leaves NULL (NCCL zeroes these entries
+   * for a NULL one, graph/tuning.cc; docs/collnet.md). */
   if ((a == A_NVLS || a == A_CND) && p == P_SIMPLE && (coll == F_ALLGATHER || coll == F_REDSCAT) &&
       nn > 1)
     bus = 0;

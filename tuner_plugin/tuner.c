@@ -4,10 +4,12 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "advice.h"
+#include "agree.h"
 #include "calib.h"
 #include "log.h"
 #include "model.h"
@@ -220,7 +222,9 @@ void braid_tuner_create_from(struct braid_tuner **out, const struct braid_tuner_
       nwarn = 0;
     }
   }
-  if (t->in.mode == BRAID_TUNER_AUTO || t->in.mode == BRAID_TUNER_MODEL) model_init(t, constants);
+  /* v1 and v2 pass no cost table, so only rules can decide there. */
+  if (version >= 3 && (t->in.mode == BRAID_TUNER_AUTO || t->in.mode == BRAID_TUNER_MODEL))
+    model_init(t, constants);
   t->advice = advice_get(comm_id, t->nranks, t->nnodes);
   BRAID_INFO(NCCL_INIT | NCCL_TUNING,
              "tuner: NCCL uses ncclTunerPlugin_v%d; mode %s; rules file %s: %zu rules loaded%s "
@@ -231,11 +235,32 @@ void braid_tuner_create_from(struct braid_tuner **out, const struct braid_tuner_
   *out = t;
 }
 
-void braid_tuner_create(struct braid_tuner **out, int version, uint64_t comm_id, size_t nranks,
-                        size_t nnodes, const ncclTunerConstants_v5_t *constants) {
+int braid_tuner_create(struct braid_tuner **out, int version, uint64_t comm_id, size_t nranks,
+                       size_t nnodes, const ncclTunerConstants_v5_t *constants) {
   struct braid_tuner_inputs in;
+  char why[1600];
+  *out = NULL;
   braid_tuner_inputs_read(&in);
+  switch (braid_tuner_agree(&in, why, sizeof why)) {
+    case BRAID_AGREE_REFUSE:
+      BRAID_WARN("tuner: %s; refusing this communicator, since ranks that choose differently "
+                 "hang inside NCCL", why);
+      return -1;
+    case BRAID_AGREE_UNPINNED: /* the files are left out, NCCL's choice stays */
+      BRAID_WARN_ONCE("tuner: %s", why);
+      in.mode = BRAID_TUNER_OFF;
+      in.fingerprint = BRAID_TUNER_FP_OFF;
+      break;
+    case BRAID_AGREE_NONE:
+      in.mode = BRAID_TUNER_OFF;
+      in.fingerprint = BRAID_TUNER_FP_OFF;
+      break;
+    case BRAID_AGREE_USE:
+      BRAID_INFO(NCCL_INIT | NCCL_TUNING, "tuner: %s", why);
+      break;
+  }
   braid_tuner_create_from(out, &in, version, comm_id, nranks, nnodes, constants);
+  return 0;
 }
 
 void braid_tuner_destroy(struct braid_tuner *t) {
@@ -428,21 +453,54 @@ void braid_tuner_apply_table(struct braid_tuner *t, int coll, size_t nbytes, int
                nbytes, size_bin(nbytes), w->reason);
 }
 
-/* Whether NCCL (v2 era) could run algo at all. */
-static int v2_plausible(int algo, int proto, int collnet_support, int nvls_support) {
-  if (proto < 0 || proto >= NPROTO) return 0;
-  switch (algo) {
-    case NCCL_ALGO_TREE:
-    case NCCL_ALGO_RING:
-      return 1;
-    case NCCL_ALGO_COLLNET_DIRECT:
-    case NCCL_ALGO_COLLNET_CHAIN:
-      return collnet_support != 0;
-    case NCCL_ALGO_NVLS:
-    case NCCL_ALGO_NVLS_TREE:
-      return nvls_support != 0;
-    default: /* PAT came after tuner v2 */
-      return 0;
+/* Whether NCCL_<name> is set (NCCL's own algorithm or protocol filter). */
+static int nccl_env_set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v;
+}
+
+/* Why NCCL 2.19-2.21, which use a v1/v2 answer without any check (an unavailable pair runs
+ * anyway, or indexes past NCCL's tables), could not safely run algo/proto for coll; NULL when
+ * it can. The pairs NCCL's own model (graph/tuning.cc of those versions) gives a time to, less
+ * what a v1/v2 tuner cannot see: NVSwitch presence (CollNetDirect), whether LL128 is enabled on
+ * this hardware, the node count under v1, and NCCL_ALGO/NCCL_PROTO, which such an answer would
+ * silently override. */
+static const char *v2_unsafe(const struct braid_tuner *t, int coll, int algo, int proto,
+                             int collnet_support, int nvls_support) {
+  if (nccl_env_set("NCCL_ALGO") || nccl_env_set("NCCL_PROTO"))
+    return "NCCL_ALGO or NCCL_PROTO is set, and NCCL 2.19-2.21 would not apply it to a tuner's answer";
+  if (algo < NCCL_ALGO_TREE || algo > NCCL_ALGO_NVLS_TREE) return "the algorithm is unknown to NCCL 2.19-2.21";
+  if (proto < NCCL_PROTO_LL || proto > NCCL_PROTO_SIMPLE) return "the protocol is unknown";
+  if (algo >= NCCL_ALGO_COLLNET_DIRECT && proto != NCCL_PROTO_SIMPLE)
+    return "CollNet and NVLS run the Simple protocol only";
+  if (proto == NCCL_PROTO_LL128)
+    return "NCCL enables LL128 only on some hardware, which a v1/v2 tuner cannot see";
+  switch (coll) {
+    case ncclFuncBroadcast:
+    case ncclFuncReduce:
+      return algo == NCCL_ALGO_RING ? NULL : "NCCL runs broadcast and reduce as a ring only";
+    case ncclFuncAllGather:
+    case ncclFuncReduceScatter:
+      if (algo == NCCL_ALGO_RING) return NULL;
+      if (algo == NCCL_ALGO_NVLS && nvls_support && t->nnodes == 1) return NULL;
+      return "allgather and reducescatter run as a ring, or NVLS on one known node";
+    case ncclFuncAllReduce:
+      switch (algo) {
+        case NCCL_ALGO_TREE:
+        case NCCL_ALGO_RING:
+          return NULL;
+        case NCCL_ALGO_COLLNET_CHAIN:
+          return collnet_support ? NULL : "no CollNet support";
+        case NCCL_ALGO_COLLNET_DIRECT:
+          return "CollNetDirect needs an NVSwitch, which a v1/v2 tuner cannot see";
+        case NCCL_ALGO_NVLS:
+          return nvls_support && (t->nnodes == 1 || (t->nnodes > 1 && collnet_support))
+                     ? NULL : "no NVLS support (or several nodes without CollNet)";
+        default: /* NVLS_TREE */
+          return nvls_support && t->nnodes > 1 ? NULL : "NVLS tree needs NVLS and several known nodes";
+      }
+    default:
+      return "NCCL does not ask a tuner about this operation";
   }
 }
 
@@ -453,16 +511,28 @@ void braid_tuner_apply_v2(struct braid_tuner *t, int coll, size_t nbytes, int co
   const struct braid_rule *r = braid_tuner_decide(t, coll, nbytes, pipe_ops, -1);
   if (!r) return;
   if (!algorithm || !protocol) {
-    BRAID_WARN_ONCE("tuner: v2 getCollInfo called without algorithm/protocol; NCCL's choice "
-                    "is kept");
+    BRAID_WARN_ONCE("tuner: v%d getCollInfo called without algorithm/protocol; NCCL's choice "
+                    "is kept", t->version);
     return;
   }
-  if (!v2_plausible(r->algo, r->proto, collnet_support, nvls_support)) {
-    log_rule(t, coll, nbytes, r, "is not available (no CollNet/NVLS support); NCCL's choice kept");
+  const char *why = v2_unsafe(t, coll, r->algo, r->proto, collnet_support, nvls_support);
+  if (why) {
+    char outcome[200];
+    snprintf(outcome, sizeof outcome, "not applied (%s); NCCL's choice kept", why);
+    log_rule(t, coll, nbytes, r, outcome);
     return;
   }
   *algorithm = r->algo;
   *protocol = r->proto;
-  if (r->channels != -1 && nchannels) *nchannels = r->channels;
+  /* NCCL 2.19-2.21 run a tuner's channel count unchecked, and a count above the
+   * communicator's channels (which a v1/v2 tuner is not told) runs channels that do not exist. */
+  if (r->channels != -1 && nchannels)
+    BRAID_WARN_ONCE("tuner: %s:%d: the channel count of a rule is not applied through tuner v%d "
+                    "(NCCL 2.19-2.21 do not check it against the communicator's channels)",
+                    t->in.rules_path, r->line, t->version);
   log_rule(t, coll, nbytes, r, "applied");
+}
+
+void braid_tuner_sizes_unknown(struct braid_tuner *t) {
+  if (t) t->nranks = t->nnodes = -1;
 }

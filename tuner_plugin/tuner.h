@@ -29,9 +29,11 @@ struct braid_tuner;
 
 /* Creates a context from the environment (inputs.h) and logs what it uses. constants: what
  * NCCL passed to a v5+ init, or NULL (older versions: NCCL's defaults are assumed). version is
- * the ABI version NCCL picked (2..6), for the log. Never fails because of a file; *out is NULL
- * only if memory ran out, and a NULL context tunes nothing. */
-void braid_tuner_create(struct braid_tuner **out, int version, uint64_t comm_id, size_t nranks,
+ * the ABI version NCCL picked (1..6), for the log. The files decide only when pinned
+ * (agree.h): unpinned files are left out (NCCL's choice, one WARN); a pin that this rank's
+ * inputs do not match returns -1 with a WARN, and NCCL then fails the communicator's init.
+ * Otherwise 0; *out is NULL only if memory ran out, and a NULL context tunes nothing. */
+int braid_tuner_create(struct braid_tuner **out, int version, uint64_t comm_id, size_t nranks,
                         size_t nnodes, const ncclTunerConstants_v5_t *constants);
 /* The same from explicit inputs (braid-tune, tests). */
 void braid_tuner_create_from(struct braid_tuner **out, const struct braid_tuner_inputs *in,
@@ -79,10 +81,15 @@ void braid_tuner_apply_table(struct braid_tuner *t, int coll, size_t nbytes, int
                              int reg_buff, float *table, int num_algo, int num_proto,
                              int *nchannels, struct braid_tuner_why *why);
 
-/* v2: sets *algorithm, *protocol (and *nchannels) only when a rule matches and its algorithm
- * is possible given collnet_support/nvls_support (no cost table: no model). */
+/* v1 and v2: sets *algorithm and *protocol only when a rule matches and NCCL 2.19-2.21, which
+ * use the answer unchecked, can certainly run it (no cost table: no model; a rule's channel
+ * count is never applied, since those versions do not check it either). */
 void braid_tuner_apply_v2(struct braid_tuner *t, int coll, size_t nbytes, int collnet_support,
                           int nvls_support, int pipe_ops, int *algorithm, int *protocol,
                           int *nchannels);
+
+/* v1's one process-wide context serves every communicator, and getCollInfo does not say whose
+ * call it is: rules that name a node or rank count never match in it. */
+void braid_tuner_sizes_unknown(struct braid_tuner *t);
 
 #endif

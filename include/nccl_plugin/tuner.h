@@ -1,8 +1,9 @@
 /*
- * braid: our own declarations of NCCL's tuner plugin ABI, versions v2 to v6.
+ * braid: our own declarations of NCCL's tuner plugin ABI, versions v1 to v6.
  *
- * Written from NCCL's sources: v2..v5 as in 2.28.9 (the library we target,
- * newest tuner version v5), v6 as in 2.30.7. The checks at the end pin every
+ * Written from NCCL's sources: v1 as in 2.19.4 and 2.20.5 (the only version
+ * they look up), v2..v5 as in 2.28.9 (the library we target, newest tuner
+ * version v5), v6 as in 2.30.7. The checks at the end pin every
  * size and offset for LP64.
  *
  * A plugin exports the table as a data symbol with C linkage, e.g.
@@ -70,6 +71,20 @@ extern "C" {
 #define NCCL_TUNING_SCALE_4NODES 2
 #define NCCL_NUM_TUNING_SCALES_V5 3
 #define NCCL_NUM_TUNING_SCALES NCCL_NUM_TUNING_SCALES_V5
+
+/* ---- v1 (NCCL 2.19, 2.20): no context; init runs once per communicator and
+ *          destroy once per communicator, on one process-wide table;
+ *          getCollInfo returns the chosen algorithm and protocol directly and
+ *          NCCL uses them unchecked (both must be set, else NCCL decides). */
+
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction);
+  ncclResult_t (*getCollInfo)(ncclFunc_t collType, size_t nBytes, int collNetSupport,
+                              int nvlsSupport, int numPipeOps, int* algorithm, int* protocol,
+                              int* nChannels);
+  ncclResult_t (*destroy)(void);
+} ncclTuner_v1_t;
 
 /* ---- v2: init(nRanks, nNodes, logger, &context); getCollInfo returns the
  *          chosen algorithm and protocol directly. */
@@ -167,6 +182,8 @@ typedef ncclNvlDomainInfo_v5_t ncclNvlDomainInfo_t;
 
 /* ---- LP64 layout checks (values from NCCL's own headers) ---------------- */
 #if defined(__LP64__)
+BRAID_ASSERT_SIZE(ncclTuner_v1_t, 32);
+BRAID_ASSERT_OFFSET(ncclTuner_v1_t, getCollInfo, 16);
 BRAID_ASSERT_SIZE(ncclTuner_v2_t, 32);
 BRAID_ASSERT_OFFSET(ncclTuner_v2_t, name, 0);
 BRAID_ASSERT_OFFSET(ncclTuner_v2_t, init, 8);

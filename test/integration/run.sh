@@ -86,13 +86,17 @@ done
 if [ -z "$missing" ]; then ok "params-documented"; else echo "missing:$missing" >"$tmp/out"; bad "params-documented"; fi
 
 # Ranks whose tuner inputs differ must not connect (they would choose different algorithms and
-# hang); the same calibration contents under different paths are fine.
+# hang); the same calibration contents under different paths are fine.  Both ranks pin rank 0's
+# calibration (BRAID_TUNER_PIN): the backstop for a rank whose tuner would refuse its init.
 tuner_pair() { # expect(ok|fail) env-for-rank-1...
   local expect=$1 port=$((21000 + RANDOM % 20000)); shift
   local args=(sendrecv -b 1K -e 1K --iters 5 -w 1 --nranks 2 --rendezvous 127.0.0.1:$port)
+  local pin; pin=$(NCCL_TUNER_PLUGIN=braid BRAID_TUNER_CALIB=$tmp/calA "$B/braid-tune" pin 2>/dev/null)
+  export "$pin"
   NCCL_TUNER_PLUGIN=braid BRAID_TUNER_CALIB=$tmp/calA timeout 60 "$PERF" "${args[@]}" --rank 0 >"$tmp/t0" 2>&1 & local p0=$!
   env NCCL_TUNER_PLUGIN=braid "$@" timeout 60 "$PERF" "${args[@]}" --rank 1 >"$tmp/t1" 2>&1; local r1=$?
   wait $p0; local r0=$?
+  unset BRAID_TUNER_PIN
   if [ "$expect" = ok ]; then [ $r0 -eq 0 ] && [ $r1 -eq 0 ]
   else [ $r0 -ne 0 ] && [ $r1 -ne 0 ] && grep -q "tuner's inputs differ" "$tmp/t0" "$tmp/t1"; fi
 }

@@ -33,25 +33,41 @@ std::string TunerPath() {
 }
 
 
-// Sets NCCL_TUNER_CONFIG_FILE for one scope and restores it.
+// Sets NCCL_TUNER_CONFIG_FILE for one scope, pins it (BRAID_TUNER_PIN: files decide only when
+// pinned) unless pin is false, and restores both.
 class ConfigEnv {
  public:
-  explicit ConfigEnv(const std::string& path) {
-    const char* old = getenv("NCCL_TUNER_CONFIG_FILE");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
+  explicit ConfigEnv(const std::string& path, bool pin = true) {
+    Save("NCCL_TUNER_CONFIG_FILE", 0);
+    Save("BRAID_TUNER_PIN", 1);
     setenv("NCCL_TUNER_CONFIG_FILE", path.c_str(), 1);
+    unsetenv("BRAID_TUNER_PIN");
+    if (pin) {
+      braid_tuner_inputs in;
+      braid_tuner_inputs_read(&in);
+      char hex[32];
+      snprintf(hex, sizeof hex, "%016llx", (unsigned long long)in.fingerprint);
+      setenv("BRAID_TUNER_PIN", hex, 1);
+    }
   }
   ~ConfigEnv() {
-    if (had_)
-      setenv("NCCL_TUNER_CONFIG_FILE", old_.c_str(), 1);
-    else
-      unsetenv("NCCL_TUNER_CONFIG_FILE");
+    const char* names[2] = {"NCCL_TUNER_CONFIG_FILE", "BRAID_TUNER_PIN"};
+    for (int i = 0; i < 2; i++) {
+      if (had_[i])
+        setenv(names[i], old_[i].c_str(), 1);
+      else
+        unsetenv(names[i]);
+    }
   }
 
  private:
-  bool had_ = false;
-  std::string old_;
+  void Save(const char* name, int i) {
+    const char* old = getenv(name);
+    had_[i] = old != nullptr;
+    if (had_[i]) old_[i] = old;
+  }
+  bool had_[2] = {false, false};
+  std::string old_[2];
 };
 
 struct Warnings {
@@ -519,15 +535,17 @@ TEST(TunerAbi, V2) {
     int wantAlgo, wantProto, wantCh;
   };
   const int kA = 99, kP = 98;  // NCCL's prior choice, left alone when no rule applies
+  // NCCL 2.21 runs a v2 answer unchecked, so only pairs it can certainly run are given, and a
+  // rule's channel count never is (NCCL does not check it against the communicator's).
   const Case cases[] = {
       {ncclFuncAllReduce, 1024, 0, 0, NCCL_ALGO_TREE, NCCL_PROTO_LL, 0},
-      {ncclFuncAllReduce, 4096, 0, 0, NCCL_ALGO_RING, NCCL_PROTO_LL128, 4},
+      {ncclFuncAllReduce, 4096, 0, 0, kA, kP, 0},     // LL128: hardware-dependent in NCCL
       {ncclFuncAllReduce, 100000, 1, 1, kA, kP, 0},  // PAT: not in v2's NCCL
       {ncclFuncAllReduce, 2000000, 1, 1, kA, kP, 0},  // no rule
       {ncclFuncAllGather, 10, 0, 0, kA, kP, 0},       // nvls without support
-      {ncclFuncAllGather, 10, 0, 1, NCCL_ALGO_NVLS, NCCL_PROTO_SIMPLE, 3},
+      {ncclFuncAllGather, 10, 0, 1, kA, kP, 0},       // nvls allgather: one node only (2 here)
       {ncclFuncReduce, 10, 0, 1, kA, kP, 0},          // collnet without support
-      {ncclFuncReduce, 10, 1, 0, NCCL_ALGO_COLLNET_DIRECT, NCCL_PROTO_SIMPLE, 5},
+      {ncclFuncReduce, 10, 1, 0, kA, kP, 0},          // reduce runs as a ring only
       {ncclFuncBroadcast, 10, 1, 1, kA, kP, 0},       // regBuff rule: unknown in v2
   };
   for (const Case& c : cases) {
@@ -586,6 +604,112 @@ TEST(TunerRanks, SixteenContextsAgree) {
   std::vector<float> untouched = Answers([](int, size_t, int, float*, int*) {});
   EXPECT_NE(first, untouched);
   for (braid_tuner* t : ts) braid_tuner_destroy(t);
+}
+
+// The rank-agreement gate (agree.h): files decide only when pinned.
+class PinEnv {
+ public:
+  explicit PinEnv(const char* v) {
+    const char* old = getenv("BRAID_TUNER_PIN");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv("BRAID_TUNER_PIN", v, 1);
+  }
+  ~PinEnv() {
+    if (had_) setenv("BRAID_TUNER_PIN", old_.c_str(), 1);
+    else unsetenv("BRAID_TUNER_PIN");
+  }
+
+ private:
+  bool had_;
+  std::string old_;
+};
+
+TEST(TunerAgree, UnpinnedFilesAreLeftOut) {
+  TempFile f(kRules);
+  ConfigEnv env(f.path(), /*pin=*/false);
+  braid_tuner* t = nullptr;
+  EXPECT_EQ(braid_tuner_create(&t, 5, 1, 16, 2, nullptr), 0);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(braid_tuner_rule_count(t), 0u) << "an unpinned rules file must not decide";
+  EXPECT_EQ(braid_tuner_inputs_fingerprint(t), BRAID_TUNER_FP_OFF);
+  braid_tuner_destroy(t);
+}
+
+TEST(TunerAgree, PinnedFilesDecide) {
+  TempFile f(kRules);
+  ConfigEnv env(f.path());
+  braid_tuner* t = nullptr;
+  EXPECT_EQ(braid_tuner_create(&t, 5, 1, 16, 2, nullptr), 0);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(braid_tuner_rule_count(t), 6u);
+  EXPECT_NE(braid_tuner_inputs_fingerprint(t), BRAID_TUNER_FP_OFF);
+  braid_tuner_destroy(t);
+}
+
+TEST(TunerAgree, OtherFilesOrBadPinRefuseInit) {
+  TempFile f(kRules), g("allreduce,0,-1,ring,simple,-1,-1,-1\n");
+  std::string pin;
+  {
+    ConfigEnv env(f.path());
+    pin = getenv("BRAID_TUNER_PIN");
+  }
+  ConfigEnv other(g.path(), /*pin=*/false);
+  for (const char* v : {pin.c_str(), "xyz", "0x12345678", "00000000000000000"}) {
+    PinEnv p(v);
+    braid_tuner* t = reinterpret_cast<braid_tuner*>(0x1);
+    EXPECT_EQ(braid_tuner_create(&t, 5, 1, 16, 2, nullptr), -1) << v;
+    EXPECT_EQ(t, nullptr) << v;
+  }
+  // Through the ABI: NCCL sees an error from init and fails the communicator.
+  Lib lib(TunerPath());
+  if (!lib.h) GTEST_SKIP() << "no tuner library at " << TunerPath() << ": " << dlerror();
+  auto* v5 = static_cast<const ncclTuner_v5_t*>(dlsym(lib.h, "ncclTunerPlugin_v5"));
+  auto* v1 = static_cast<const ncclTuner_v1_t*>(dlsym(lib.h, "ncclTunerPlugin_v1"));
+  ASSERT_NE(v5, nullptr);
+  ASSERT_NE(v1, nullptr);
+  PinEnv p(pin.c_str());
+  void* ctx = nullptr;
+  ncclTunerConstants_v5_t constants;
+  memset(&constants, 0, sizeof constants);
+  ncclNvlDomainInfo_v5_t nvl = {1, 8, 8};
+  EXPECT_EQ(v5->init(&ctx, 1, 16, 2, TestLogger, &nvl, &constants), ncclInvalidUsage);
+  EXPECT_EQ(v1->init(16, 2, TestLogger), ncclInvalidUsage);
+}
+
+// v1 (NCCL 2.19, 2.20): one process-wide context; rules naming a node or rank count never
+// match, since getCollInfo does not say which communicator asks.
+TEST(TunerAbi, V1) {
+  Lib lib(TunerPath());
+  if (!lib.h) GTEST_SKIP() << "no tuner library at " << TunerPath() << ": " << dlerror();
+  auto* tuner = static_cast<const ncclTuner_v1_t*>(dlsym(lib.h, "ncclTunerPlugin_v1"));
+  ASSERT_NE(tuner, nullptr);
+  EXPECT_STREQ(tuner->name, "braid");
+  TempFile f(
+      "allreduce,0,1024,ring,simple,-1,2,-1\n"   // names 2 nodes: never matches under v1
+      "allreduce,0,1024,tree,ll,8,-1,-1\n"       // matches; its channel count is not applied
+      "allgather,0,-1,ring,simple,-1,-1,-1\n");
+  ConfigEnv env(f.path());
+  ASSERT_EQ(tuner->init(16, 2, TestLogger), ncclSuccess);  // two communicators
+  ASSERT_EQ(tuner->init(8, 1, TestLogger), ncclSuccess);
+  int algo = -1, proto = -1, nch = 0;
+  EXPECT_EQ(tuner->getCollInfo(ncclFuncAllReduce, 512, 0, 0, 1, &algo, &proto, &nch), ncclSuccess);
+  EXPECT_EQ(algo, NCCL_ALGO_TREE);
+  EXPECT_EQ(proto, NCCL_PROTO_LL);
+  EXPECT_EQ(nch, 0);
+  algo = proto = -1;
+  EXPECT_EQ(tuner->getCollInfo(ncclFuncAllGather, 1 << 20, 0, 0, 1, &algo, &proto, &nch), ncclSuccess);
+  EXPECT_EQ(algo, NCCL_ALGO_RING);
+  EXPECT_EQ(proto, NCCL_PROTO_SIMPLE);
+  EXPECT_EQ(tuner->destroy(), ncclSuccess);
+  algo = proto = -1;  // one communicator left: still tuned
+  EXPECT_EQ(tuner->getCollInfo(ncclFuncAllReduce, 512, 0, 0, 1, &algo, &proto, &nch), ncclSuccess);
+  EXPECT_EQ(algo, NCCL_ALGO_TREE);
+  EXPECT_EQ(tuner->destroy(), ncclSuccess);
+  algo = proto = -1;  // none left: nothing decided
+  EXPECT_EQ(tuner->getCollInfo(ncclFuncAllReduce, 512, 0, 0, 1, &algo, &proto, &nch), ncclSuccess);
+  EXPECT_EQ(algo, -1);
+  EXPECT_EQ(proto, -1);
 }
 
 TEST(TunerRanks, SixteenContextsAgreeThroughV5) {

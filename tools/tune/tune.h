@@ -10,5 +10,7 @@ void braid_tune_explain_usage(FILE *f);
 
 int braid_tune_health_main(int argc, char **argv);
 void braid_tune_health_usage(FILE *f);
+int braid_tune_pin_main(int argc, char **argv);
+void braid_tune_pin_usage(FILE *f);
 
 #endif

@@ -15,7 +15,7 @@ BDIR=$(cd "$B" && pwd)
 export NCCL_NET_PLUGIN=$BDIR/libnccl-net-braid.so
 export NCCL_TUNER_PLUGIN=$BDIR/libnccl-tuner-braid.so
 export BRAID_SOCKET_IFNAME=${BRAID_SOCKET_IFNAME:-lo}
-unset BRAID_PS_SERVERS NCCL_COLLNET_ENABLE BRAID_TUNER_CALIB BRAID_TUNER_HEALTH BRAID_TUNER_MODE \
+unset BRAID_PS_SERVERS NCCL_COLLNET_ENABLE BRAID_TUNER_CALIB BRAID_TUNER_HEALTH BRAID_TUNER_MODE BRAID_TUNER_PIN \
       NCCL_TUNER_CONFIG_FILE NCCL_ALGO NCCL_PROTO
 [ -x "$PERF" ] && [ -f "$NCCL_NET_PLUGIN" ] && [ -f "$NCCL_TUNER_PLUGIN" ] ||
   { echo "FAIL: build $PERF, $NCCL_NET_PLUGIN and $NCCL_TUNER_PLUGIN first"; exit 1; }
@@ -77,8 +77,12 @@ if run calibrate $SIZES --calibrate "$cal" --link-gbs 3; then
 fi
 [ -f "$cal" ] || { echo "FAIL: no calibration file, stopping"; exit 1; }
 
-# 2. The tuner loads it (braid_calib_load) without a warning; --algo auto uses it.
-if run auto BRAID_TUNER_CALIB="$cal" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING,INIT \
+# pin_of VAR=value...: the BRAID_TUNER_PIN that lets the tuner use those files (braid-tune pin).
+pin_of() { env "$@" "$B/braid-tune" pin 2>/dev/null | sed -n 's/^BRAID_TUNER_PIN=//p'; }
+calpin=$(pin_of BRAID_TUNER_CALIB="$cal")
+
+# 2. The tuner loads it (braid_calib_load) without a warning; --algo auto uses it, once pinned.
+if run auto BRAID_TUNER_CALIB="$cal" BRAID_TUNER_PIN="$calpin" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING,INIT \
        allreduce --algo auto $SIZES; then
   if grep -q "tuner: model on: calibration $cal" "$tmp/auto" && ! grep -q "WARN" "$tmp/auto"; then
     ok "auto: the tuner loaded the calibration without a warning"
@@ -87,6 +91,14 @@ if run auto BRAID_TUNER_CALIB="$cal" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING,IN
   [ "$rows" = 3 ] && ok "auto: 3 rows name the choice and NCCL's pick" || bad "auto: rows ($rows)" "$tmp/auto"
   grep -q "3 nodes x 3 GB/s over 2 channels (from $cal)" "$tmp/auto" &&
     ok "auto: NCCL's model takes the calibration's fabric" || bad "auto: model fabric" "$tmp/auto"
+fi
+
+# 2b. Unpinned, the calibration is left out (nothing shows every rank has the same file).
+if run unpinned BRAID_TUNER_CALIB="$cal" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING,INIT \
+       allreduce --algo auto $SIZES; then
+  grep -q "calibration $cal not used, NCCL's choice kept: without BRAID_TUNER_PIN" "$tmp/unpinned" &&
+    grep -q "BRAID_TUNER_PIN=$calpin on every rank" "$tmp/unpinned" && ! grep -q "model on" "$tmp/unpinned" &&
+    ok "unpinned: the calibration is left out, with the pin to set" || bad "unpinned: not said" "$tmp/unpinned"
 fi
 
 # 3. --algo nccl: NCCL's own pick on every row.
@@ -98,7 +110,7 @@ fi
 
 # 4. A tuner rule's channel count: 4 channels are connected and used (--channels 2).
 printf 'allreduce,0,1000000,tree,simple,4,-1,-1\n' >"$tmp/rules.csv"
-if run rules NCCL_TUNER_CONFIG_FILE="$tmp/rules.csv" --algo auto $SIZES --json "$tmp/rules.json"; then
+if run rules NCCL_TUNER_CONFIG_FILE="$tmp/rules.csv" BRAID_TUNER_PIN="$(pin_of NCCL_TUNER_CONFIG_FILE="$tmp/rules.csv")" --algo auto $SIZES --json "$tmp/rules.json"; then
   [ "$(grep -c 'tree/simple 4ch (nccl: ' "$tmp/rules")" = 3 ] &&
     [ "$(grep -c '"channels": 4' "$tmp/rules.json")" = 3 ] &&
     ok "rules: the tuner's tree/simple on 4 channels ran" || bad "rules: channels" "$tmp/rules"
@@ -121,7 +133,7 @@ pair() {
      ! grep -q '^ *[0-9]' "$tmp/$name.0"; then ok "$name: every rank stops ($pat)"
   else bad "$name: exits $r0 $r1 $r2" "$tmp/$name.0"; fi
 }
-pair differ-inputs "tuning inputs differ" BRAID_TUNER_CALIB="$cal"
+pair differ-inputs "tuning inputs differ" BRAID_TUNER_CALIB="$cal" BRAID_TUNER_PIN="$calpin"
 pair differ-choice "choose differently" NCCL_PROTO=LL128
 
 # 6. Refusals.
@@ -164,7 +176,7 @@ if [ "${TUNER_SMOKE_COLLNET:-1}" != 0 ] && [ -x "$B/braid-ps" ]; then
     grep -q "CollNet offered" "$tmp/cn-nccl" && ok "cn-nccl: CollNet offered to NCCL's model" ||
       bad "cn-nccl: CollNet not offered" "$tmp/cn-nccl"
   fi
-  run cn-auto BRAID_TUNER_CALIB="$cal2" --algo auto $SIZES
+  run cn-auto BRAID_TUNER_CALIB="$cal2" BRAID_TUNER_PIN="$(pin_of BRAID_TUNER_CALIB="$cal2")" --algo auto $SIZES
   if run cn-missing NCCL_COLLNET_ENABLE=1 BRAID_PS_SERVERS= --algo nccl $SIZES; then
     grep -q "CollNet unavailable (see the messages above): going on without it" "$tmp/cn-missing" &&
       ok "cn-missing: goes on without CollNet" || bad "cn-missing: no note" "$tmp/cn-missing"
