@@ -11,7 +11,8 @@
 static void dev_add_rail(struct braid_device *d, const struct braid_iface *ifc) {
   size_t len = strlen(d->name);
   snprintf(d->name + len, sizeof d->name - len, "%s%s", d->nrails ? "+" : "", ifc->name);
-  if (d->nrails == 0) d->pci_path = ifc->pci_path[0] ? ifc->pci_path : NULL;
+  /* The first rail with a PCI device: a NIC endpoint, as NCCL needs (see devices.h). */
+  if (!d->pci_path && ifc->pci_path[0]) d->pci_path = ifc->pci_path;
   d->rail[d->nrails++] = ifc;
   d->speed_mbps += ifc->speed_mbps > 0 ? ifc->speed_mbps : 10000;
 }
@@ -172,6 +173,32 @@ int braid_devices_fuse(const struct braid_device *devs, int ndevs, const int *ch
       return snprintf(err, errlen, "more than %d rails", BRAID_MAX_RAILS), -1;
     for (int r = 0; r < devs[d].nrails; r++) dev_add_rail(out, devs[d].rail[r]);
     out->children[out->nchildren++] = d;
+  }
+  return 0;
+}
+
+/* Length of the prefix of a sysfs PCI path up to its root port: "/sys/devices/pci0000:00/
+ * 0000:00:01.0" of ".../0000:00:01.0/0000:01:00.0/0000:02:00.0"; 0 when it has no root port. */
+static size_t root_port_len(const char *path) {
+  const char *root = strstr(path, "/pci");
+  if (!root) return 0;
+  const char *port = strchr(root + 1, '/');
+  if (!port || !port[1]) return 0;
+  const char *end = strchr(port + 1, '/');
+  return end ? (size_t)(end - path) : strlen(path);
+}
+
+int braid_device_pci_spread(const struct braid_device *d, const struct braid_iface **other) {
+  *other = NULL;
+  if (!d->pci_path) return 0;
+  size_t n = root_port_len(d->pci_path);
+  for (int r = 0; r < d->nrails; r++) {
+    const char *p = d->rail[r]->pci_path;
+    if (!p[0] || p == d->pci_path) continue;
+    if (!n || root_port_len(p) != n || strncmp(p, d->pci_path, n)) {
+      *other = d->rail[r];
+      return 1;
+    }
   }
   return 0;
 }

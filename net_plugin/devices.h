@@ -6,8 +6,10 @@
  * or gpu, NICs are grouped by PCI locality (topo.h, hwloc): the NICs whose nearest GPU, by
  * closest common PCI switch, is the same GPU form one device; a PCI NIC with no GPU near it is a
  * device of its own; devices and their rails come in PCI order (bus id of the first rail).  Its
- * PCI path is its first rail's (NCCL reads the last component as the NIC's bus id, so a switch's
- * path would not do), its speed the sum of its rails'.  Without GPUs, when hwloc cannot load the
+ * PCI path is its first PCI rail's: NCCL places a device by one NIC endpoint (it keeps the path's
+ * last component as the NIC's bus id and re-derives the ancestors from sysfs; a switch's or
+ * bridge's path would become a NIC leaf there and hide the GPUs below it), as its own net_ib does
+ * for a multi-NIC device; its speed is the sum of its rails'.  Without GPUs, when hwloc cannot load the
  * topology, or with BRAID_RAILS_GROUPING=nic, every NIC with a PCI device is a device of its own,
  * in interface order.  Always, the NICs with no PCI device (veth, virtual NICs, loopback) form one
  * device together. */
@@ -23,7 +25,7 @@ struct braid_device {
   char name[160]; /* rail names joined by '+': unique and stable, NCCL's topology key */
   int nrails;
   const struct braid_iface *rail[BRAID_MAX_RAILS];
-  const char *pci_path; /* first rail's PCI path, NULL when it has none */
+  const char *pci_path; /* first PCI rail's path (a NIC endpoint), NULL when no rail has one */
   int speed_mbps;       /* sum over rails (a backup rail's bandwidth is its own device's) */
   const struct braid_iface *backup; /* BRAID_BACKUP_RAIL: a neighbouring device's NIC, or NULL */
   int nchildren;      /* a virtual device fused by makeVDevice: its physical devices */
@@ -51,5 +53,10 @@ int braid_devices_group(const struct braid_iface *ifc, int n, const char *spec,
 int braid_devices_group_topo(const struct braid_iface *ifc, int n, const char *spec,
                              const char *grouping, const char *xml, struct braid_device *out,
                              int max);
+
+/* Whether d's PCI rails sit below different PCI root ports (or root complexes) than the one
+ * whose path d reports: NCCL then places the whole device at that NIC, and the others' traffic
+ * crosses the CPU where NCCL's topology assumes it does not.  *other: such a rail. */
+int braid_device_pci_spread(const struct braid_device *d, const struct braid_iface **other);
 
 #endif

@@ -47,6 +47,20 @@ static struct braid_device net_devs[BRAID_MAX_DEVS];
 static int net_ndevs = -1; /* -1: not discovered yet; physical devices, then virtual ones */
 static int net_nphys;
 
+/* One WARN for a device whose rails sit below different PCI root ports (devices.h). */
+static void net_warn_spread(const struct braid_device *d) {
+  const struct braid_iface *far, *at = NULL;
+  if (!braid_device_pci_spread(d, &far)) return;
+  for (int r = 0; r < d->nrails && !at; r++)
+    if (d->rail[r]->pci_path == d->pci_path) at = d->rail[r];
+  BRAID_WARN("device %s spans PCI root ports: NCCL places the whole device at %s (%s), but rail "
+             "%s is at %s, so NCCL's topology misjudges the path of that rail's traffic; group "
+             "rails under one PCI switch (BRAID_RAILS), or on NCCL 2.24 or later use "
+             "BRAID_RAILS_GROUPING=nic and let NCCL fuse them (NCCL_NET_FORCE_MERGE), which "
+             "places a fused device at its NICs' common parent",
+             d->name, at ? at->name : "?", d->pci_path, far->name, far->pci_path);
+}
+
 static ncclResult_t net_discover(void) {
   ncclResult_t rc = braid_params_load();
   if (rc) return rc;
@@ -70,6 +84,7 @@ static ncclResult_t net_discover(void) {
     else rc = n < 0 ? ncclInvalidArgument : ncclSystemError;
     for (int d = 0; n > 1 && braid_param_int(BRAID_P_BACKUP_RAIL) && d < n; d++)
       if (net_devs[d].nrails == 1) net_devs[d].backup = net_devs[(d + 1) % n].rail[0];
+    for (int d = 0; d < n; d++) net_warn_spread(&net_devs[d]);
   }
   pthread_mutex_unlock(&net_lock);
   if (rc == ncclSystemError) BRAID_WARN("no usable network interface found");

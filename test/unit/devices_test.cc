@@ -47,6 +47,39 @@ TEST(Devices, ExplicitGroups) {
   EXPECT_EQ(d[0].speed_mbps, 20000) << "unknown speeds count as NCCL's default 10 Gb/s";
 }
 
+// NCCL places a device by one NIC endpoint path (the last component is the bus id; a bridge's
+// path would become a NIC leaf and hide the GPUs below it), so a grouped device reports the path
+// of its first rail that has one, never a common prefix.
+TEST(Devices, GroupedDeviceReportsAMemberNicEndpoint) {
+  braid_iface nics[] = {Nic("veth0", "", 0),
+                        Nic("ib0", "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0", 0),
+                        Nic("ib1", "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:03:00.0", 0)};
+  braid_device d[4];
+  ASSERT_EQ(braid_devices_group(nics, 3, "veth0,ib0,ib1", d, 4), 1);
+  EXPECT_EQ(d[0].pci_path, nics[1].pci_path) << "the first rail with a PCI device, not rail 0's none";
+  const braid_iface* far = nullptr;
+  EXPECT_EQ(braid_device_pci_spread(&d[0], &far), 0) << "both NICs below one root port";
+  EXPECT_EQ(far, nullptr);
+}
+
+TEST(Devices, RailsBelowDifferentRootPortsAreFlagged) {
+  braid_iface nics[] = {Nic("ib0", "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0", 0),
+                        Nic("ib1", "/sys/devices/pci0000:00/0000:00:03.0/0000:05:00.0", 0),
+                        Nic("ib2", "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0", 0),
+                        Nic("ib3", "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.1", 0)};
+  braid_device d[4];
+  ASSERT_EQ(braid_devices_group(nics, 4, "ib0,ib1;ib3,ib2;ib0x", d, 4), -1) << "unknown rail";
+  ASSERT_EQ(braid_devices_group(nics, 4, "ib0,ib1;ib3,ib2", d, 4), 2);
+  const braid_iface* far = nullptr;
+  EXPECT_EQ(braid_device_pci_spread(&d[0], &far), 1) << "another root port of the same CPU";
+  EXPECT_EQ(far, &nics[1]);
+  EXPECT_EQ(braid_device_pci_spread(&d[1], &far), 1) << "another root complex";
+  EXPECT_EQ(far, &nics[2]);
+  ASSERT_EQ(braid_devices_group(nics, 4, "ib0,ib3;ib1;ib2", d, 4), 3);
+  EXPECT_EQ(braid_device_pci_spread(&d[0], &far), 0) << "two functions of one NIC";
+  EXPECT_EQ(braid_device_pci_spread(&d[1], &far), 0) << "one rail";
+}
+
 TEST(Devices, BadSpecsAreRejected) {
   braid_iface nics[] = {Nic("eth0", "", 0), Nic("eth1", "", 0)};
   braid_device d[8];

@@ -3,7 +3,8 @@
 # braid-perf itself needs nothing here: the Makefile's PERF_SRCS/NETLOAD_SRCS wildcards
 # (tools/perf/*.c, tools/netload/*.c) plus COMMON_SRCS and libbraid-tuner.a (NCCL's cost model,
 # the calibration file and the tuner's input fingerprint, for --calibrate and --algo
-# auto|nccl), linked with -ldl -lpthread -lm -lhwloc -lsodium, are exactly its sources.
+# auto|nccl), linked with -ldl -lpthread -lm (libhwloc and libsodium are opened at run time),
+# are exactly its sources.
 # tools/perf/test/ is deliberately outside the wildcard.
 #
 # Optional, with `include tools/perf/build.mk` after the obj macro and NETLOAD_SRCS:
