@@ -109,13 +109,15 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
   if (h.tuner_fp != fp && braid_param_int(BRAID_P_TUNER_CHECK)) {
     char peer[64];
     BRAID_WARN("connect on device %d to %s: the tuner's inputs differ between this rank "
-               "(fingerprint %016llx) and the peer (%016llx): ranks would choose different "
+               "(fingerprint %016llx%s) and the peer (%016llx%s): ranks would choose different "
                "algorithms and hang. Give every rank the same NCCL_TUNER_PLUGIN, BRAID_TUNER_MODE "
-               "and the same NCCL_TUNER_CONFIG_FILE, BRAID_TUNER_CALIB and BRAID_TUNER_HEALTH "
-               "contents (NCCL_DEBUG_SUBSYS=TUNING logs each rank's fingerprint); "
-               "BRAID_TUNER_CHECK=0 skips this check",
+               "and BRAID_TUNER_PIN, and the NCCL_TUNER_CONFIG_FILE, BRAID_TUNER_CALIB and "
+               "BRAID_TUNER_HEALTH contents that pin names (an earlier WARN says why a rank's files "
+               "are not the pinned ones); BRAID_TUNER_CHECK=0 skips this check",
                dev, braid_sockaddr_str((struct sockaddr *)&h.addr, peer, sizeof peer),
-               (unsigned long long)fp, (unsigned long long)h.tuner_fp);
+               (unsigned long long)fp, fp == BRAID_TUNER_FP_OFF ? ": NCCL's choice" : ": its files",
+               (unsigned long long)h.tuner_fp,
+               h.tuner_fp == BRAID_TUNER_FP_OFF ? ": NCCL's choice" : ": its files");
     return ncclInvalidUsage;
   }
   /* The transport of this connection: the same on both ends.  Where they differ, TCP sockets,

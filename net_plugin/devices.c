@@ -178,14 +178,19 @@ int braid_devices_fuse(const struct braid_device *devs, int ndevs, const int *ch
 }
 
 /* Length of the prefix of a sysfs PCI path up to its root port: "/sys/devices/pci0000:00/
- * 0000:00:01.0" of ".../0000:00:01.0/0000:01:00.0/0000:02:00.0"; 0 when it has no root port. */
+ * 0000:00:01.0" of ".../0000:00:01.0/0000:01:00.0/0000:02:00.0".  A NIC on the root bus itself
+ * (".../pci0000:00/0000:00:05.0", common in VMs; also a virtio device below it) has no root
+ * port: then the root complex, "/sys/devices/pci0000:00".  0 when it is not a PCI path. */
 static size_t root_port_len(const char *path) {
   const char *root = strstr(path, "/pci");
   if (!root) return 0;
   const char *port = strchr(root + 1, '/');
   if (!port || !port[1]) return 0;
   const char *end = strchr(port + 1, '/');
-  return end ? (size_t)(end - path) : strlen(path);
+  /* Below the port there must be another PCI function ("DDDD:BB:DD.F") for it to be a port. */
+  if (!end || strlen(end + 1) < 12 || end[5] != ':' || end[8] != ':' || end[11] != '.')
+    return (size_t)(port - path);
+  return (size_t)(end - path);
 }
 
 int braid_device_pci_spread(const struct braid_device *d, const struct braid_iface **other) {

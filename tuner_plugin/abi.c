@@ -26,29 +26,30 @@ static pthread_mutex_t v1_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct braid_tuner *v1_ctx;
 static int v1_refs;
 
+/* NCCL 2.19/2.20 call destroy for every communicator that loaded the plugin, even when its init
+ * failed (commCleanup checks only comm->tuner), so every init call counts, refused or not. */
 static ncclResult_t init_v1(size_t nranks, size_t nnodes, ncclDebugLogger_t logger) {
   braid_log_set_logger(logger);
   ncclResult_t rc = ncclSuccess;
   pthread_mutex_lock(&v1_lock);
-  if (v1_refs == 0) {
+  v1_refs++;
+  if (!v1_ctx) {
     if (braid_tuner_create(&v1_ctx, 1, 0, nranks, nnodes, NULL))
       rc = ncclInvalidUsage;
     else
       braid_tuner_sizes_unknown(v1_ctx);
   }
-  if (rc == ncclSuccess) v1_refs++;
   pthread_mutex_unlock(&v1_lock);
   return rc;
 }
 
+/* Under the lock: another communicator's destroy must not free the context mid-call. */
 static ncclResult_t coll_v1(ncclFunc_t coll, size_t nbytes, int collnet_support, int nvls_support,
                             int pipe_ops, int *algorithm, int *protocol, int *nchannels) {
   pthread_mutex_lock(&v1_lock);
-  struct braid_tuner *t = v1_ctx;
+  braid_tuner_apply_v2(v1_ctx, (int)coll, nbytes, collnet_support, nvls_support, pipe_ops,
+                       algorithm, protocol, nchannels);
   pthread_mutex_unlock(&v1_lock);
-  /* t stays valid: NCCL destroys a communicator only after its last collective. */
-  braid_tuner_apply_v2(t, (int)coll, nbytes, collnet_support, nvls_support, pipe_ops, algorithm,
-                       protocol, nchannels);
   return ncclSuccess;
 }
 

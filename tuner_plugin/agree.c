@@ -49,6 +49,12 @@ enum braid_agree braid_tuner_agree(const struct braid_tuner_inputs *in, char *wh
              "%016" PRIx64 ")", getenv("BRAID_TUNER_PIN"), in->fingerprint);
     return BRAID_AGREE_REFUSE;
   }
+  if (pinned && in->no_fingerprint) {
+    snprintf(why, n, "BRAID_TUNER_PIN is set, but this rank cannot fingerprint its tuner files "
+             "(libsodium cannot be loaded: apt-get install libsodium23), so it cannot show that "
+             "it reads the pinned ones");
+    return BRAID_AGREE_REFUSE;
+  }
   if (pinned && pin != in->fingerprint) {
     snprintf(why, n, "this rank's tuner inputs (mode %s%s%s) have fingerprint %016" PRIx64
              ", BRAID_TUNER_PIN says %016" PRIx64 ": a file differs from the pinned one (or is "

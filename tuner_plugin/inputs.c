@@ -120,6 +120,7 @@ static void inputs_read(struct braid_tuner_inputs *in, bool quiet) {
                  "ignores them and leaves every choice to NCCL, as BRAID_TUNER_MODE=off (apt-get "
                  "install libsodium23)", braid_sodium_error());
     in->mode = BRAID_TUNER_OFF;
+    in->no_fingerprint = 1;
     in->fingerprint = BRAID_TUNER_FP_OFF;
     return;
   }
@@ -135,6 +136,11 @@ static void fp_init(void) {
   struct braid_tuner_inputs in;
   inputs_read(&in, true);
   fp_value = braid_tuner_effective_fingerprint(&in); /* what this rank's choices depend on */
+  /* NCCL 2.19-2.21 (and NCCL_RUNTIME_CONNECT=0) connect before the tuner's init could refuse:
+   * say here why this rank's files are not the pinned ones, so the connection WARN has a cause. */
+  char why[1600];
+  if (in.braid_tuner && braid_tuner_agree(&in, why, sizeof why) == BRAID_AGREE_REFUSE)
+    BRAID_WARN("tuner inputs (net plugin's view): %s", why);
 }
 
 uint64_t braid_tuner_fingerprint(void) {

@@ -23,6 +23,7 @@ struct braid_tuner_inputs {
   int braid_tuner;       /* NCCL_TUNER_PLUGIN names braid (else nothing below matters) */
   enum braid_tuner_mode mode;
   int mode_valid;        /* BRAID_TUNER_MODE was empty or a known word */
+  int no_fingerprint;    /* libsodium is missing: the files cannot be fingerprinted (mode off) */
   char rules_path[512];  /* NCCL_TUNER_CONFIG_FILE or the default */
   char calib_path[512];  /* BRAID_TUNER_CALIB, "" if unset */
   char health_path[512]; /* BRAID_TUNER_HEALTH, "" if unset */

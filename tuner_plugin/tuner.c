@@ -22,6 +22,8 @@
 /* A node counts as a straggler below this share of the healthy bandwidth. */
 #define STRAGGLER_REL_BW 0.8
 
+static int nccl_env_set(const char *name);
+
 struct braid_tuner {
   int version;
   uint64_t comm_id;
@@ -40,6 +42,7 @@ struct braid_tuner {
   /* Which (coll, size bin) have had their INFO line; only logging reads it. */
   _Atomic uint64_t logged[NFUNC];
   struct braid_advice *advice; /* the process's, shared by its communicators */
+  int nccl_filter;             /* NCCL_ALGO or NCCL_PROTO set (v1/v2 answers stay NCCL's) */
 };
 
 /* Live telemetry is process-wide, so one advice object serves every communicator of the
@@ -211,6 +214,7 @@ void braid_tuner_create_from(struct braid_tuner **out, const struct braid_tuner_
   t->nranks = clamp_int(nranks);
   t->nnodes = clamp_int(nnodes);
   t->hmin = 1.0;
+  t->nccl_filter = nccl_env_set("NCCL_ALGO") || nccl_env_set("NCCL_PROTO");
   for (int i = 0; i < NFUNC; i++) atomic_init(&t->logged[i], 0);
   if (!in->mode_valid)
     BRAID_WARN("tuner: BRAID_TUNER_MODE is not one of auto, rules, model, off; using auto");
@@ -241,6 +245,9 @@ int braid_tuner_create(struct braid_tuner **out, int version, uint64_t comm_id, 
   char why[1600];
   *out = NULL;
   braid_tuner_inputs_read(&in);
+  /* v1 and v2 pass no cost table, so only rules can decide there: the calibration and health
+   * files are not this context's inputs (the fingerprint still covers them, as every rank's). */
+  if (version < 3) in.calib_path[0] = in.health_path[0] = 0;
   switch (braid_tuner_agree(&in, why, sizeof why)) {
     case BRAID_AGREE_REFUSE:
       BRAID_WARN("tuner: %s; refusing this communicator, since ranks that choose differently "
@@ -453,7 +460,7 @@ void braid_tuner_apply_table(struct braid_tuner *t, int coll, size_t nbytes, int
                nbytes, size_bin(nbytes), w->reason);
 }
 
-/* Whether NCCL_<name> is set (NCCL's own algorithm or protocol filter). */
+/* Whether NCCL_<name> is set (NCCL's own algorithm or protocol filter); read once per context. */
 static int nccl_env_set(const char *name) {
   const char *v = getenv(name);
   return v && *v;
@@ -467,7 +474,7 @@ static int nccl_env_set(const char *name) {
  * silently override. */
 static const char *v2_unsafe(const struct braid_tuner *t, int coll, int algo, int proto,
                              int collnet_support, int nvls_support) {
-  if (nccl_env_set("NCCL_ALGO") || nccl_env_set("NCCL_PROTO"))
+  if (t->nccl_filter)
     return "NCCL_ALGO or NCCL_PROTO is set, and NCCL 2.19-2.21 would not apply it to a tuner's answer";
   if (algo < NCCL_ALGO_TREE || algo > NCCL_ALGO_NVLS_TREE) return "the algorithm is unknown to NCCL 2.19-2.21";
   if (proto < NCCL_PROTO_LL || proto > NCCL_PROTO_SIMPLE) return "the protocol is unknown";

@@ -29,44 +29,48 @@ load() { NCCL_NET_PLUGIN=$2 NCCL_TUNER_PLUGIN=$3 "$COMPAT" load --nccl "$1" | gr
 api() { case $1 in *" loaded "*) sed -n "s/.*$2_\(v[0-9]*\).*/\1/p" <<<"$1" | head -n 1 ;; *) echo - ;; esac; }
 
 # What NCCL's source says each version does (see tools/compat/profile.c for where):
-#   version  net-api tuner-api  a-path-in-NCCL_NET_PLUGIN  NCCL_TUNER_PLUGIN=braid
+#   version  net-api tuner-api  NCCL_NET_PLUGIN=path  NCCL_TUNER_PLUGIN=braid  NCCL_TUNER_PLUGIN=path
 want=(
-  "2.19      v7  v1 no  no"
-  "2.20      v8  v1 no  no"
-  "2.21      v8  v2 yes yes"
-  "2.22-2.23 v8  v3 yes yes"
-  "2.24-2.25 v9  v4 yes yes"
-  "2.26      v10 v4 yes yes"
-  "2.27      v10 v4 yes yes"
-  "2.28-2.29 v11 v5 yes yes"
-  "2.30      v12 v6 yes yes"
+  "2.19          v7  v1 no  no  yes"
+  "2.20          v8  v1 no  no  yes"
+  "2.21          v8  v2 yes yes yes"
+  "2.22-2.23     v8  v3 yes yes yes"
+  "2.24-2.25     v9  v4 yes yes yes"
+  "2.26          v10 v4 yes yes yes"
+  "2.27.3        v10 v4 no  yes no"
+  "2.27.5-2.27.7 v10 v4 yes yes yes"
+  "2.28-2.29     v11 v5 yes yes yes"
+  "2.30          v12 v6 yes yes yes"
 )
 table=$tmp/table.md
 {
   echo "| NCCL | \`NCCL_NET_PLUGIN\` | \`NCCL_TUNER_PLUGIN\` | net, CollNet ABI | tuner ABI |"
   echo "| --- | --- | --- | --- | --- |"
 } >"$table"
+yn() { [ "$1" = "$2" ] && echo yes || echo no; }
 for row in "${want[@]}"; do
-  read -r v wnet wtun wpath wbare <<<"$row"
+  read -r v wnet wtun wpath wbare wtpath <<<"$row"
   ver=${v%%-*}
   bare=$(load "$ver" braid braid) path=$(load "$ver" "$NETPATH" "$TUNERPATH")
-  named=$(load "$ver" braid libnccl-tuner-braid.so)
+  named=$(load "$ver" braid libnccl-tuner-braid.so) tpath=$(load "$ver" braid "$TUNERPATH")
   netb=$(api "$(grep ^net: <<<"$bare")" ncclNetPlugin) collb=$(api "$(grep ^net: <<<"$bare")" ncclCollNetPlugin)
   netp=$(api "$(grep ^net: <<<"$path")" ncclNetPlugin)
-  tunb=$(api "$(grep ^tuner: <<<"$bare")" ncclTunerPlugin) tunp=$(api "$(grep ^tuner: <<<"$path")" ncclTunerPlugin)
+  tunb=$(api "$(grep ^tuner: <<<"$bare")" ncclTunerPlugin) tunp=$(api "$(grep ^tuner: <<<"$tpath")" ncclTunerPlugin)
   tunn=$(api "$(grep ^tuner: <<<"$named")" ncclTunerPlugin)
-  printf '%s\n%s\n%s\n' "$bare" "$path" "$named" >"$tmp/load.$v"
-  got_path=$([ "$netp" = "$wnet" ] && echo yes || echo no)
-  got_bare=$([ "$tunb" = "$wtun" ] && echo yes || echo no)
+  printf '%s\n%s\n%s\n%s\n' "$bare" "$path" "$named" "$tpath" >"$tmp/load.$v"
+  got_path=$(yn "$netp" "$wnet") got_bare=$(yn "$tunb" "$wtun") got_tpath=$(yn "$tunp" "$wtun")
   if [ "$netb" = "$wnet" ] && [ "$collb" = "$wnet" ] && [ "$got_path" = "$wpath" ] &&
-     [ "$tunp" = "$wtun" ] && [ "$tunn" = "$wtun" ] && [ "$got_bare" = "$wbare" ]; then
-    ok "NCCL $v: net $wnet (by name$([ "$wpath" = yes ] && echo " and by path")), CollNet $wnet, tuner $wtun (by file name and path$([ "$wbare" = yes ] && echo ", and as braid"))"
+     [ "$tunn" = "$wtun" ] && [ "$got_bare" = "$wbare" ] && [ "$got_tpath" = "$wtpath" ]; then
+    ok "NCCL $v: net $wnet (by name; by path: $wpath), CollNet $wnet, tuner $wtun (by file name; as braid: $wbare; by path: $wtpath)"
   else
-    bad "NCCL $v: want net $wnet path=$wpath tuner $wtun bare=$wbare; got net $netb/$collb path=$got_path($netp) tuner $tunp/$tunn bare=$got_bare($tunb)" "$tmp/load.$v"
+    bad "NCCL $v: want net $wnet path=$wpath tuner $wtun braid=$wbare path=$wtpath; got net $netb/$collb path=$got_path($netp) tuner $tunn braid=$got_bare($tunb) path=$got_tpath($tunp)" "$tmp/load.$v"
   fi
   netcol=$([ "$wpath" = yes ] && echo '`braid` or the path' || echo '`braid` (a path fails)')
-  tuncol=$([ "$wbare" = yes ] && echo '`braid`, `libnccl-tuner-braid.so` or the path' ||
-           echo '`libnccl-tuner-braid.so` or the path (`braid` fails)')
+  tuncol='`libnccl-tuner-braid.so`'
+  [ "$wbare" = yes ] && tuncol="\`braid\`, $tuncol"
+  [ "$wtpath" = yes ] && tuncol="$tuncol or the path"
+  [ "$wbare" = no ] && tuncol="$tuncol (\`braid\` fails)"
+  [ "$wtpath" = no ] && tuncol="$tuncol (a path fails)"
   echo "| $v | $netcol | $tuncol | $wnet, $wnet | $wtun |" >>"$table"
 done
 if [ "${2:-}" = --print ]; then cat "$table"; [ "$fail" -eq 0 ]; exit; fi

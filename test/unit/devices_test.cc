@@ -78,6 +78,16 @@ TEST(Devices, RailsBelowDifferentRootPortsAreFlagged) {
   ASSERT_EQ(braid_devices_group(nics, 4, "ib0,ib3;ib1;ib2", d, 4), 3);
   EXPECT_EQ(braid_device_pci_spread(&d[0], &far), 0) << "two functions of one NIC";
   EXPECT_EQ(braid_device_pci_spread(&d[1], &far), 0) << "one rail";
+  // NICs on the root bus itself (VMs, clouds; virtio below its function): NCCL attaches both at
+  // the CPU, so they are together unless their root complexes differ.
+  braid_iface vm[] = {Nic("ens5", "/sys/devices/pci0000:00/0000:00:05.0", 0),
+                      Nic("ens6", "/sys/devices/pci0000:00/0000:00:06.0", 0),
+                      Nic("eth0", "/sys/devices/pci0000:00/0000:00:03.0/virtio0", 0),
+                      Nic("ens7", "/sys/devices/pci0000:80/0000:80:07.0", 0)};
+  ASSERT_EQ(braid_devices_group(vm, 4, "ens5,ens6,eth0;ens7", d, 4), 2);
+  EXPECT_EQ(braid_device_pci_spread(&d[0], &far), 0) << "root-bus NICs of one root complex";
+  ASSERT_EQ(braid_devices_group(vm, 4, "ens5,ens7;ens6;eth0", d, 4), 3);
+  EXPECT_EQ(braid_device_pci_spread(&d[0], &far), 1) << "root-bus NICs of two root complexes";
 }
 
 TEST(Devices, BadSpecsAreRejected) {

@@ -675,6 +675,7 @@ TEST(TunerAgree, OtherFilesOrBadPinRefuseInit) {
   ncclNvlDomainInfo_v5_t nvl = {1, 8, 8};
   EXPECT_EQ(v5->init(&ctx, 1, 16, 2, TestLogger, &nvl, &constants), ncclInvalidUsage);
   EXPECT_EQ(v1->init(16, 2, TestLogger), ncclInvalidUsage);
+  EXPECT_EQ(v1->destroy(), ncclSuccess);  // NCCL 2.19/2.20 destroy even after a failed init
 }
 
 // v1 (NCCL 2.19, 2.20): one process-wide context; rules naming a node or rank count never

@@ -11,8 +11,10 @@
 enum net_names {
   NET_NAMES_219, /* set: only "libnccl-net-<v>.so"; unset: "libnccl-net.so" (2.19, 2.20) */
   NET_NAMES_221, /* set: <v> verbatim, then "libnccl-net-<v>.so"; unset or empty: "libnccl-net.so" */
+  NET_NAMES_2273, /* 2.27.3: a comma list; each "lib*.so" as given, anything else (a path too)
+                     only as "libnccl-net-<v>.so"; unset: "libnccl-net.so"; empty: none */
   NET_NAMES_227, /* a comma list; each <v> verbatim, then "libnccl-net-<v>.so" only for a bare
-                    name (no '/', not "lib*.so"); unset: "libnccl-net.so"; empty: none */
+                    name (no '/', not "lib*.so"); unset: "libnccl-net.so"; empty: none (2.27.5 on) */
 };
 
 enum tuner_names {
@@ -22,11 +24,13 @@ enum tuner_names {
                       the first library that opens is the one (2.21 to 2.25) */
   TUNER_NAMES_226, /* <v> verbatim, "libnccl-tuner-<v>.so" (unset: "libnccl-tuner.so"), then the
                       net plugin's own library (2.26) */
-  TUNER_NAMES_227, /* as 2.26, "libnccl-tuner-<v>.so" only for a bare name (2.27 on) */
+  TUNER_NAMES_2273, /* 2.27.3: "lib*.so" as given, anything else only as "libnccl-tuner-<v>.so";
+                       unset: "libnccl-tuner.so"; then the net plugin's library */
+  TUNER_NAMES_227, /* as 2.26, "libnccl-tuner-<v>.so" only for a bare name (2.27.5 on) */
 };
 
 struct nccl_profile {
-  const char *name;     /* "2.19" or "2.22-2.23" */
+  const char *name;     /* "2.19", "2.22-2.23" or "2.27.5-2.27.7" */
   const char *tag;      /* the tag whose source this follows */
   enum net_names net_names;
   int net_max, net_min; /* ncclNetPlugin_v<max> .. v<min>, and the same for ncclCollNetPlugin */
@@ -38,7 +42,8 @@ struct nccl_profile {
 extern const struct nccl_profile nccl_profiles[];
 extern const size_t nccl_nprofiles;
 
-/* The profile named name ("2.21", or any version inside a range such as "2.23"), or NULL. */
+/* The profile for a version ("2.21", "2.23", "2.27.3"; a bare "2.27" is 2.27.5 and later), or
+ * NULL. */
 const struct nccl_profile *nccl_profile_find(const char *name);
 
 #define COMPAT_MAX_NAMES 16

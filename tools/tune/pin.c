@@ -17,7 +17,7 @@ void braid_tune_pin_usage(FILE *f) {
           "where the files are as the job will see them, then give every rank the same line\n"
           "(export $(braid-tune pin)): the tuner uses its files only when they are pinned, and a\n"
           "rank whose files differ from the pin fails its communicator's init instead of\n"
-          "choosing differently from the others (docs/tuner.md).\n");
+          "choosing differently from the others (docs/tuner.md).  Exit 1 when libsodium is missing.\n");
 }
 
 int braid_tune_pin_main(int argc, char **argv) {
@@ -35,6 +35,11 @@ int braid_tune_pin_main(int argc, char **argv) {
   fprintf(stderr, "braid-tune pin: mode %s, rules %s, calibration %s, health %s\n",
           braid_tuner_mode_name(in.mode), in.mode == BRAID_TUNER_MODEL ? "(not read)" : in.rules_path,
           in.calib_path[0] ? in.calib_path : "(unset)", in.health_path[0] ? in.health_path : "(unset)");
+  if (in.no_fingerprint) {
+    fprintf(stderr, "braid-tune pin: libsodium cannot be loaded, so the files cannot be "
+            "fingerprinted (apt-get install libsodium23); no pin printed\n");
+    return 1;
+  }
   printf("BRAID_TUNER_PIN=%016" PRIx64 "\n", in.fingerprint);
   return 0;
 }
