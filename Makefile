@@ -31,7 +31,8 @@ CFLAGS  += $(SANFLAGS)
 CXXFLAGS += $(SANFLAGS)
 LDFLAGS += $(SANFLAGS)
 
-COMMON_SRCS = common/log.c common/param.c common/sockaddr.c common/dynlib.c common/sodium_lib.c
+COMMON_SRCS = common/log.c common/param.c common/sockaddr.c common/dynlib.c common/sodium_lib.c \
+              common/tmpfile.c
 NET_SRCS    = $(wildcard net_plugin/*.c)
 NETLOAD_SRCS = $(wildcard tools/netload/*.c)
 PERF_SRCS   = $(wildcard tools/perf/*.c)
@@ -114,7 +115,7 @@ $(TUNERCORE): $(call obj,$(TUNER_SRCS))
 	ar rcs $@ $^
 
 $(call obj,tools/tune/chart.c): CPPFLAGS += $(CAIRO_CFLAGS)
-$(TUNE): $(call obj,$(TUNE_SRCS) common/log.c common/param.c common/dynlib.c common/sodium_lib.c) $(TUNERCORE)
+$(TUNE): $(call obj,$(TUNE_SRCS) common/log.c common/param.c common/dynlib.c common/sodium_lib.c common/tmpfile.c) $(TUNERCORE)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) $(CAIRO_LIBS)
 
 # The unit tests also call braid-tune's advice-file merge (pure C, libc only).

@@ -57,7 +57,10 @@ int braid_param_parse(const struct braid_param_def *def, const char *text, int64
   }
   errno = 0;
   char *end = NULL;
-  long long v = strtoll(text, &end, 0);
+  /* Decimal ("060000" is 60000, never octal), or hexadecimal with 0x. */
+  const char *d = text + strspn(text, " \t");
+  d += *d == '+' || *d == '-';
+  long long v = strtoll(text, &end, d[0] == '0' && (d[1] == 'x' || d[1] == 'X') ? 16 : 10);
   int64_t unit = def->type == BRAID_PARAM_SIZE ? param_size_unit(end) : (*end ? 0 : 1);
   if (end == text || errno == ERANGE || unit == 0) {
     snprintf(err, errlen, "%s=\"%s\" is not %s in [%" PRId64 ", %" PRId64 "]", def->name, text,

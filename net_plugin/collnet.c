@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +38,13 @@ struct coll_handle {
                          same order (partition p of op s goes to the same index everywhere) */
 };
 
+struct server_list;
+
 struct coll_listen {
   uint32_t magic;
   int dev;
   struct coll_handle h;
+  const struct server_list *servers; /* the BRAID_PS_SERVERS the handle's hash names */
 };
 
 struct coll_mr {
@@ -54,11 +58,20 @@ struct coll_ctx {
   uint64_t comm_id;
 };
 
-static struct {
+/* BRAID_PS_SERVERS parsed.  Immutable once published: init (on any thread) never rewrites a
+ * list that another thread's connect reads (issue 19 item 5).  A process normally sees one spec;
+ * one whose parameters are reloaded with another (the unit tests) gets a list per spec, all kept
+ * to the end of the process, as a connect may still read an older one. */
+struct server_list {
+  const struct server_list *older;
   char host[PS_MAX_SERVERS][256];
   char port[PS_MAX_SERVERS][16];
   int n;
-} servers;
+  char spec[];
+};
+
+static pthread_mutex_t servers_mu = PTHREAD_MUTEX_INITIALIZER;
+static const struct server_list *servers_all; /* newest first */
 
 uint64_t ps_now_ns(void) {
   struct timespec ts;
@@ -66,9 +79,9 @@ uint64_t ps_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* "host:port,[v6addr]:port,..." into servers; -1 with a WARN naming the bad entry. */
-static int parse_servers(const char *spec) {
-  servers.n = 0;
+/* "host:port,[v6addr]:port,..." into *servers (zeroed); -1 with a WARN naming the bad entry. */
+static int parse_servers(const char *spec, struct server_list *servers) {
+  servers->n = 0;
   const char *p = spec;
   while (*p) {
     const char *end = strchr(p, ',');
@@ -77,7 +90,7 @@ static int parse_servers(const char *spec) {
     if (len == 0 || len >= sizeof item) goto bad;
     memcpy(item, p, len);
     item[len] = 0;
-    if (servers.n == PS_MAX_SERVERS) {
+    if (servers->n == PS_MAX_SERVERS) {
       BRAID_WARN("invalid configuration: BRAID_PS_SERVERS lists more than %d servers", PS_MAX_SERVERS);
       return -1;
     }
@@ -95,10 +108,10 @@ static int parse_servers(const char *spec) {
     }
     char *port = colon + 1, *e = NULL;
     long v = strtol(port, &e, 10);
-    if (!*host || e == port || *e || v < 1 || v > 65535 || strlen(host) >= sizeof servers.host[0]) goto bad;
-    memcpy(servers.host[servers.n], host, strlen(host) + 1); /* length checked above */
-    snprintf(servers.port[servers.n], sizeof servers.port[0], "%ld", v);
-    servers.n++;
+    if (!*host || e == port || *e || v < 1 || v > 65535 || strlen(host) >= sizeof servers->host[0]) goto bad;
+    memcpy(servers->host[servers->n], host, strlen(host) + 1); /* length checked above */
+    snprintf(servers->port[servers->n], sizeof servers->port[0], "%ld", v);
+    servers->n++;
     p = end ? end + 1 : p + len;
     continue;
   bad:
@@ -106,7 +119,29 @@ static int parse_servers(const char *spec) {
                (int)len, p);
     return -1;
   }
-  return servers.n > 0 ? 0 : -1;
+  return servers->n > 0 ? 0 : -1;
+}
+
+/* The list for spec, parsed on first use; NULL (with a WARN) when spec is invalid. */
+static const struct server_list *servers_for(const char *spec) {
+  pthread_mutex_lock(&servers_mu);
+  const struct server_list *sl = servers_all;
+  while (sl && strcmp(sl->spec, spec)) sl = sl->older;
+  if (!sl) {
+    size_t len = strlen(spec);
+    struct server_list *n = calloc(1, sizeof *n + len + 1);
+    if (!n) {
+      BRAID_WARN("CollNet: out of memory parsing BRAID_PS_SERVERS");
+    } else if (parse_servers(spec, n) != 0) {
+      free(n);
+    } else {
+      memcpy(n->spec, spec, len + 1);
+      n->older = servers_all;
+      servers_all = sl = n;
+    }
+  }
+  pthread_mutex_unlock(&servers_mu);
+  return sl;
 }
 
 ncclResult_t braid_coll_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger, const char *abi) {
@@ -125,7 +160,8 @@ ncclResult_t braid_coll_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t log
       BRAID_INFO(NCCL_INIT | NCCL_NET, "CollNet off: BRAID_PS_SERVERS is not set");
     return ncclInvalidUsage;
   }
-  if (parse_servers(spec) != 0) return ncclInvalidArgument;
+  const struct server_list *sl = servers_for(spec);
+  if (!sl) return ncclInvalidArgument;
   const char *weighting = braid_param_str(BRAID_P_PS_WEIGHTING);
   if (strcmp(weighting, "adaptive") && strcmp(weighting, "equal")) {
     BRAID_WARN("invalid configuration: BRAID_PS_WEIGHTING=\"%s\" (use adaptive or equal)", weighting);
@@ -153,7 +189,7 @@ ncclResult_t braid_coll_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t log
   static atomic_flag announced = ATOMIC_FLAG_INIT;
   if (!atomic_flag_test_and_set(&announced))
     BRAID_INFO(NCCL_INIT | NCCL_NET, "braid CollNet %s (%s): %d braid-ps server(s) %s, partitions of %lld bytes, "
-               "hold-back %s, reduction on the servers", BRAID_VERSION, abi, servers.n, spec,
+               "hold-back %s, reduction on the servers", BRAID_VERSION, abi, sl->n, spec,
                (long long)braid_param_int(BRAID_P_PS_PARTITION_BYTES),
                braid_param_int(BRAID_P_PS_HOLD) ? "on" : "off");
   return ncclSuccess;
@@ -205,16 +241,19 @@ ncclResult_t braid_coll_listen(void *ctx, int dev, void *handle, void **listen_c
     BRAID_WARN("CollNet listen on invalid device %d (%d devices)", dev, ndev);
     return ncclInvalidArgument;
   }
+  const char *spec = braid_param_str(BRAID_P_PS_SERVERS);
+  const struct server_list *sl = servers_for(spec);
+  if (!sl) return ncclInvalidArgument;
   struct coll_listen *l = calloc(1, sizeof *l);
   if (!l) return ncclSystemError;
   l->magic = LISTEN_MAGIC;
+  l->servers = sl;
   l->dev = dev;
   l->h.magic = HANDLE_MAGIC;
   l->h.version = PS_VERSION;
   ps_auth_random(l->h.nonce, H_NONCE);
   l->h.part_bytes = (uint64_t)braid_param_int(BRAID_P_PS_PARTITION_BYTES);
   l->h.hold = (uint32_t)braid_param_int(BRAID_P_PS_HOLD);
-  const char *spec = braid_param_str(BRAID_P_PS_SERVERS);
   const uint8_t *sp = (const uint8_t *)spec;
   uint8_t digest[PS_SESSION_BYTES];
   ps_auth_session_id(&sp, 1, strlen(spec), digest);
@@ -247,6 +286,7 @@ struct hs {
   size_t got;
   uint64_t retry_at;
   char why[320];
+  const struct server_list *servers;
 };
 
 static void hs_fail(struct hs *h, const char *fmt, const char *detail) {
@@ -295,11 +335,12 @@ static int hs_read(struct hs *h, struct ps_hdr *hdr) {
   }
 }
 
-static int resolve(int i, struct sockaddr_storage *ss, socklen_t *len, char *err, size_t errlen) {
+static int resolve(const struct server_list *servers, int i, struct sockaddr_storage *ss,
+                   socklen_t *len, char *err, size_t errlen) {
   struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-  int r = getaddrinfo(servers.host[i], servers.port[i], &hints, &res);
+  int r = getaddrinfo(servers->host[i], servers->port[i], &hints, &res);
   if (r != 0 || !res) {
-    snprintf(err, errlen, "cannot resolve %s: %s", servers.host[i], gai_strerror(r));
+    snprintf(err, errlen, "cannot resolve %s: %s", servers->host[i], gai_strerror(r));
     return -1;
   }
   memcpy(ss, res->ai_addr, res->ai_addrlen);
@@ -320,7 +361,7 @@ static void hs_start(struct hs *h, int i, const struct braid_iface *const *rails
   struct sockaddr_storage ss;
   socklen_t len;
   char err[300];
-  if (resolve(i, &ss, &len, err, sizeof err) != 0) {
+  if (resolve(h->servers, i, &ss, &len, err, sizeof err) != 0) {
     hs_fail(h, "%s", err);
     return;
   }
@@ -411,8 +452,8 @@ static void hs_step(struct hs *h, int i, struct braid_collcomm *cc, const char *
   }
 }
 
-static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct braid_iface *const *rails,
-                                   int nrails) {
+static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct server_list *servers,
+                                   const struct braid_iface *const *rails, int nrails) {
   const char *token = braid_param_str(BRAID_P_PS_TOKEN);
   struct hs hs[PS_MAX_SERVERS];
   uint64_t now = ps_now_ns();
@@ -421,6 +462,7 @@ static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct braid
   for (int i = 0; i < cc->nservers; i++) {
     memset(&hs[i], 0, sizeof hs[i]);
     hs[i].fd = -1;
+    hs[i].servers = servers;
     hs_start(&hs[i], i, rails, nrails, now);
   }
   for (;;) {
@@ -459,7 +501,7 @@ static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct braid
   int ready = 0;
   for (int i = 0; i < cc->nservers; i++) {
     struct ps_srv *s = &cc->srv[i];
-    snprintf(s->name, sizeof s->name, "%s:%s", servers.host[i], servers.port[i]);
+    snprintf(s->name, sizeof s->name, "%s:%s", servers->host[i], servers->port[i]);
     if (hs[i].st == HS_READY) {
       s->fd = hs[i].fd;
       ready++;
@@ -532,7 +574,7 @@ ncclResult_t braid_coll_connect(void *handles[], int nranks, int rank, void *lis
   cc->rank = rank;
   cc->nranks = nranks;
   cc->dev = l->dev;
-  cc->nservers = servers.n;
+  cc->nservers = l->servers->n;
   cc->hold = (int)l->h.hold;
   cc->equal_weights = !strcmp(braid_param_str(BRAID_P_PS_WEIGHTING), "equal");
   cc->part_bytes = (size_t)l->h.part_bytes;
@@ -545,7 +587,7 @@ ncclResult_t braid_coll_connect(void *handles[], int nranks, int rank, void *lis
     rc = ncclInvalidArgument;
     goto out;
   }
-  rc = run_handshakes(cc, rails, nrails);
+  rc = run_handshakes(cc, l->servers, rails, nrails);
   if (rc) goto out;
   char list[PS_MAX_SERVERS * 100] = "";
   size_t o = 0;

@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include "nccl_plugin/common.h"
+#include "ack_out.h"
 #include "ifaces.h"
 #include "ofi.h"
 #include "wire.h"
@@ -156,6 +157,7 @@ struct braid_stream {
   uint64_t frames_recvd, frames_ack_sent;
   uint64_t held_sent; /* rx: the held_below this stream's last acknowledgement carried */
   bool ack_urgent; /* a frame of a message the sender did not copy (it waits for the ack) */
+  struct braid_ack_out ack_out; /* rx: an acknowledgement the socket took only part of */
   /* ofi transport (ofi_link.c): the stream's endpoint; the socket only carries the endpoint
    * names at set-up and shows, by closing, that the peer is gone */
   struct braid_ofi_ep *ofi;

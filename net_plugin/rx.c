@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "ack_out.h"
 #include "comm.h"
 #include "log.h"
 #include "ofi.h"
@@ -626,6 +627,8 @@ static void rx_send_acks(struct braid_comm *c) {
   for (int i = 0; i < c->nstreams; i++) {
     struct braid_stream *s = &c->streams[i];
     if (s->dead) continue;
+    /* An acknowledgement the socket took only part of goes out whole before any other. */
+    if (!s->ofi && !braid_ack_out_flush(&s->ack_out, s->fd)) continue;
     /* When NCCL may stop calling (idle), every stream tells the sender which messages are held:
      * a chunk re-sent after its rail failed can wait on another stream for a read that never
      * comes, when its first copy did arrive and only that copy's acknowledgement was lost with
@@ -647,8 +650,8 @@ static void rx_send_acks(struct braid_comm *c) {
       }
       sent = rc == 0;
     } else {
-      /* 40 bytes into a send buffer the receiver otherwise leaves empty: all or nothing. */
-      sent = send(s->fd, hdr, sizeof hdr, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof hdr;
+      /* Part of it may go out: the rest is flushed first on the next calls (framing kept). */
+      sent = braid_ack_out_send(&s->ack_out, s->fd, hdr);
     }
     if (!sent) continue;
     s->frames_ack_sent = s->frames_recvd;

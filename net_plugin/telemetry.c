@@ -9,6 +9,7 @@
 #include "braid/snapshot.h"
 #include "log.h"
 #include "param.h"
+#include "tmpfile.h"
 
 #define TELEMETRY_SLOTS 4096
 
@@ -70,8 +71,7 @@ static uint64_t telemetry_value(struct braid_rail_stats *s, int metric) {
 
 int braid_telemetry_write(const char *path) {
   char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-  FILE *f = fopen(tmp, "w");
+  FILE *f = braid_tmpfile_open(path, tmp, sizeof tmp);
   if (!f) return -1;
   pthread_mutex_lock(&telemetry_lock);
   struct timespec ts;
@@ -91,10 +91,7 @@ int braid_telemetry_write(const char *path) {
     }
   }
   pthread_mutex_unlock(&telemetry_lock);
-  int rc = fclose(f);
-  if (rc == 0) rc = rename(tmp, path);
-  if (rc != 0) unlink(tmp);
-  return rc;
+  return braid_tmpfile_commit(f, tmp, path, ferror(f));
 }
 
 bool braid_telemetry_on(void) { return *braid_param_str(BRAID_P_METRICS_FILE) != 0; }

@@ -47,6 +47,7 @@
 
 #include "log.h"
 #include "param.h"
+#include "tmpfile.h"
 
 #define NET_LIB "libnccl-net-braid.so"
 #define TICK_MASK 1023u          /* the clock is read once every 1024 ticks */
@@ -456,24 +457,10 @@ int braid_advice_write(const struct braid_advice *a, FILE *f) {
 /* Writes the advice to a->path through a temporary file and rename(). */
 static int write_file(const struct braid_advice *a) {
   char tmp[sizeof a->path + 32];
-  int n = snprintf(tmp, sizeof tmp, "%s.tmp.%d", a->path, (int)getpid());
-  if (n < 0 || (size_t)n >= sizeof tmp) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  FILE *f = fopen(tmp, "w");
+  FILE *f = braid_tmpfile_open(a->path, tmp, sizeof tmp);
   if (!f) return -1;
   int rc = braid_advice_write(a, f);
-  if (fflush(f) != 0) rc = -1;
-  if (rc == 0 && fsync(fileno(f)) != 0) rc = -1;
-  int err = errno;
-  if (fclose(f) != 0 && rc == 0) rc = -1, err = errno;
-  if (rc == 0 && rename(tmp, a->path) != 0) rc = -1, err = errno;
-  if (rc != 0) {
-    unlink(tmp);
-    errno = err ? err : EIO;
-  }
-  return rc;
+  return braid_tmpfile_commit(f, tmp, a->path, rc);
 }
 
 void braid_advice_finish(struct braid_advice *a) {

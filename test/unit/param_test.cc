@@ -156,6 +156,19 @@ TEST_F(ParamTest, ValidIntegers) {
   EXPECT_EQ("", Captured());
 }
 
+// A leading zero is not octal (issue 19 item 13): 060000 ms is a minute, not 24576 ms.
+TEST_F(ParamTest, LeadingZeroIsDecimal) {
+  ASSERT_EQ(ncclSuccess, Load("BRAID_TIMEOUT_MS", "060000")) << Captured();
+  EXPECT_EQ(60000, braid_param_int(BRAID_P_TIMEOUT_MS));
+  ASSERT_EQ(ncclSuccess, Load("BRAID_NSTREAMS", "010"));
+  EXPECT_EQ(10, braid_param_int(BRAID_P_NSTREAMS));
+  ASSERT_EQ(ncclSuccess, Load("BRAID_NSTREAMS", "09")) << "not an invalid octal digit";
+  EXPECT_EQ(9, braid_param_int(BRAID_P_NSTREAMS));
+  ASSERT_EQ(ncclSuccess, Load("BRAID_SOCK_BUF_BYTES", "064K"));
+  EXPECT_EQ(64 << 10, braid_param_int(BRAID_P_SOCK_BUF_BYTES));
+  EXPECT_EQ("", Captured());
+}
+
 TEST_F(ParamTest, SizeSuffixes) {
   struct {
     const char *text;

@@ -15,6 +15,7 @@
 #include <vector>
 
 extern "C" {
+#include "collnet.h"
 #include "nccl_plugin/net.h"
 #include "param.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;
@@ -86,6 +87,52 @@ TEST(Threads, ConnectionsOnSeveralThreadsAreIndependent) {
   unsetenv("BRAID_NSTREAMS");
   unsetenv("BRAID_METRICS_FILE");
   unsetenv("BRAID_METRICS_INTERVAL_MS");
+  braid_params_reload();
+}
+
+// NCCL may init CollNet for one communicator while another's connect runs (issue 19 item 5):
+// init must not rewrite the braid-ps server list that connect reads. Nothing listens on the
+// servers' ports, so each connect reads the list, retries until its short deadline and fails.
+TEST(Threads, CollNetInitDuringConnect) {
+  setenv("BRAID_SOCKET_IFNAME", "lo", 1);
+  setenv("BRAID_PS_SERVERS", "127.0.0.1:1,127.0.0.1:2,[::1]:3,localhost:4", 1);
+  setenv("BRAID_PS_TOKEN", "threads-test-token", 1);
+  setenv("BRAID_PS_CONNECT_TIMEOUT_MS", "100", 1);
+  braid_params_reload();
+  braid_coll_init(nullptr, 0, nullptr, "test");  // the list exists before the first connect
+  std::atomic<bool> stop{false};
+  std::atomic<int> connects{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; t++)
+    threads.emplace_back([&stop] {
+      while (!stop.load()) {
+        void* ctx = nullptr;
+        braid_coll_init(&ctx, 1, nullptr, "test");
+        braid_coll_finalize(ctx);
+      }
+    });
+  for (int t = 0; t < 2; t++)
+    threads.emplace_back([&connects] {
+      for (int k = 0; k < 3; k++) {
+        char handle[NCCL_NET_HANDLE_MAXSIZE];
+        void *listen = nullptr, *comm = nullptr;
+        if (braid_coll_listen(nullptr, 0, handle, &listen) != ncclSuccess) return;
+        void* handles[1] = {handle};
+        // No server answers: the connect fails after reading every server's name and address.
+        EXPECT_NE(ncclSuccess, braid_coll_connect(handles, 1, 0, listen, &comm));
+        EXPECT_EQ(nullptr, comm);
+        braid_coll_close_listen(listen);
+        connects.fetch_add(1);
+      }
+    });
+  for (size_t t = 2; t < threads.size(); t++) threads[t].join();
+  stop = true;
+  threads[0].join();
+  threads[1].join();
+  EXPECT_EQ(connects.load(), 6);
+  unsetenv("BRAID_PS_SERVERS");
+  unsetenv("BRAID_PS_TOKEN");
+  unsetenv("BRAID_PS_CONNECT_TIMEOUT_MS");
   braid_params_reload();
 }
 

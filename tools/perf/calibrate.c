@@ -8,6 +8,7 @@
 
 #include "dtype.h"
 #include "tune.h"
+#include "tmpfile.h"
 
 /* NCCL's predicted time of variant k at bytes (<= 0: NCCL would not run it). */
 static float cal_model_us(const struct calibrate *c, int k, size_t bytes) {
@@ -188,19 +189,15 @@ static int cal_write(struct calibrate *c, const char *net) {
            "(warm-up %d), %d channels%s\nnet: %.*s", c->nranks, dt_name(o->dtype),
            dt_op_name(o->redop), o->min_bytes, o->max_bytes, o->repeats, o->iters, o->warmup,
            o->nchannels, c->collnet ? ", CollNet measured" : ", no CollNet", nl, net);
-  snprintf(tmp, sizeof tmp, "%s.tmp", o->calibrate);
-  FILE *f = fopen(tmp, "w");
+  FILE *f = braid_tmpfile_open(o->calibrate, tmp, sizeof tmp);
   if (!f) {
-    fprintf(stderr, "braid-perf: --calibrate: cannot write %s: %s\n", tmp, strerror(errno));
+    fprintf(stderr, "braid-perf: --calibrate: cannot write next to %s: %s\n", o->calibrate,
+            strerror(errno));
     return -1;
   }
   int rc = braid_calib_write(f, out, comment);
-  int err = errno;
-  if (fclose(f) && !rc) rc = -1, err = errno;
-  if (!rc && rename(tmp, o->calibrate)) rc = -1, err = errno;
-  if (rc) {
-    fprintf(stderr, "braid-perf: --calibrate: writing %s failed: %s\n", o->calibrate, strerror(err));
-    remove(tmp);
+  if (braid_tmpfile_commit(f, tmp, o->calibrate, rc)) {
+    fprintf(stderr, "braid-perf: --calibrate: writing %s failed: %s\n", o->calibrate, strerror(errno));
     return -1;
   }
   printf("# wrote %s: %zu points, link_gbs %.4g, model_link_gbs %g, model_nchannels %d\n",

@@ -53,6 +53,7 @@
 #include "log.h"
 #include "param.h"
 #include "trace.h"
+#include "tmpfile.h"
 
 #define TRACE_FLUSH_LINES 1024
 #define TRACE_BUF_BYTES (256 * 1024)
@@ -126,7 +127,7 @@ static void writer_open_locked(void) {
   writer_path(path, sizeof path);
   if (!path[0]) {
     w_fd = 2;
-  } else if ((w_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+  } else if ((w_fd = braid_file_create(path, 1)) < 0) { /* never through a link at path */
     BRAID_WARN("braid-trace: cannot open BRAID_TRACE_FILE %s: %s; no trace is written", path,
                strerror(errno));
     w_state = -1;

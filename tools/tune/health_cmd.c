@@ -8,6 +8,7 @@
 
 #include "health.h"
 #include "tune.h"
+#include "tmpfile.h"
 
 #define ADVICE_FILE_MAX (4u << 20)
 
@@ -56,19 +57,9 @@ static int write_atomic(const char *path, const char *text, size_t len) {
   size_t tl = strlen(path) + 32;
   char *tmp = malloc(tl);
   if (!tmp) return -1;
-  snprintf(tmp, tl, "%s.tmp.%d", path, (int)getpid());
-  FILE *f = fopen(tmp, "w");
+  FILE *f = braid_tmpfile_open(path, tmp, tl);
   int rc = f ? 0 : -1;
-  if (f) {
-    if (fwrite(text, 1, len, f) != len || fflush(f) != 0 || fsync(fileno(f)) != 0) rc = -1;
-    if (fclose(f) != 0) rc = -1;
-    if (rc == 0 && rename(tmp, path) != 0) rc = -1;
-    if (rc != 0) {
-      int e = errno;
-      unlink(tmp);
-      errno = e;
-    }
-  }
+  if (f) rc = braid_tmpfile_commit(f, tmp, path, fwrite(text, 1, len, f) != len);
   free(tmp);
   return rc;
 }
