@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
 # `make test`: every test, in both builds (plain and ASan+UBSan), plus the fuzzers.
-# Prints one line per suite and a closing "N passed, N failed" line; exits non-zero on failure.
+# Prints one line per suite (PASS, FAIL, or SKIP with the reason) and a closing "N passed, N
+# failed, N skipped" line; exits non-zero on a failure (and on a skip with
+# BRAID_TEST_REQUIRE_ALL=1, as in CI).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ./tools/deps.sh test || exit 1
 
 JOBS=${JOBS:-2}
 FUZZ_SECONDS=${FUZZ_SECONDS:-15}
-pass=0 fail=0 failed=()
+# BRAID_TEST_REQUIRE_ALL=1 (.ci/run sets it): a skipped suite or case fails the run.
+REQUIRE_ALL=${BRAID_TEST_REQUIRE_ALL:-0}
+pass=0 fail=0 skip=0 failed=() skipped=()
 log_dir=build/test-logs
 mkdir -p "$log_dir"
 
+# A suite skips as a whole by printing "...: skipped (REASON)" and exiting 77; a case inside it
+# by printing a line "skip CASE (REASON)"; GoogleTest prints "[  SKIPPED ]".  Either way the
+# suite is reported SKIP with the reasons, never PASS.
 suite() { # name, command...
   local name=$1; shift
-  local log="$log_dir/$name.log" t0=$SECONDS
-  if "$@" >"$log" 2>&1; then
+  local log="$log_dir/$name.log" t0=$SECONDS rc=0 why
+  "$@" >"$log" 2>&1 || rc=$?
+  why=$(grep -E '^skip |: skipped \(|^\[  SKIPPED \] [^0-9]' "$log" | head -n 3 | tr '\n' ';' | sed 's/;$//')
+  if [ $rc -eq 0 ] && [ -z "$why" ]; then
     pass=$((pass + 1)); printf 'PASS %-28s %4ds\n' "$name" $((SECONDS - t0))
+  elif [ $rc -eq 0 ] || [ $rc -eq 77 ]; then
+    skip=$((skip + 1)); skipped+=("$name"); printf 'SKIP %-28s %4ds  (%s)\n' "$name" $((SECONDS - t0)) "${why:-no reason printed}"
   else
     fail=$((fail + 1)); failed+=("$name"); printf 'FAIL %-28s %4ds  (log: %s)\n' "$name" $((SECONDS - t0)) "$log"
     tail -n 30 "$log" | sed 's/^/    /'
@@ -61,5 +72,10 @@ suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 
 echo
 [ ${#failed[@]} -gt 0 ] && echo "failed suites: ${failed[*]}"
-echo "$pass passed, $fail failed"
+[ ${#skipped[@]} -gt 0 ] && echo "skipped (not passed): ${skipped[*]}"
+echo "$pass passed, $fail failed, $skip skipped"
+if [ "$REQUIRE_ALL" = 1 ] && [ "$skip" -gt 0 ]; then
+  echo "BRAID_TEST_REQUIRE_ALL=1: every suite must run here; install what the skipped ones name"
+  exit 1
+fi
 [ "$fail" -eq 0 ]

@@ -5,7 +5,8 @@
 # - a rail cut, and separately a rail black-holed, in the middle of a run: every iteration
 #   verified, no error, the rail reported down, then re-admitted after restore;
 # - a slowed rail is demoted.
-# Prints "netbed: N passed, N failed"; skips (exit 0) with a message where it cannot run.
+# Prints "netbed: N passed, N failed"; skips (exit 77, "netbed: skipped (REASON)") where it
+# cannot run.
 # NETBED_TRANSPORT=ofi runs the cases over the ofi transport (libfabric, tcp provider): a failed
 # rail stays down for the connection's life there (no rejoin), so the restore, reset-rejoin and
 # join-later cases check that the run completes on the survivors instead.
@@ -18,16 +19,16 @@ B=${1:-build}
 NETBED_LOGS=${NETBED_LOGS:-$B/test-logs/netbed${NETBED_TRANSPORT:+-$NETBED_TRANSPORT}}
 rm -f "$NETBED_LOGS"/fail*.r[01] 2>/dev/null
 NB=test/netbed/netbed.sh
-if [ "$(id -u)" != 0 ]; then echo "netbed: skipped (needs root)"; exit 0; fi
+if [ "$(id -u)" != 0 ]; then echo "netbed: skipped (needs root)"; exit 77; fi
 for t in ip tc nft; do
-  command -v $t >/dev/null || { echo "netbed: skipped ($t missing)"; exit 0; }
+  command -v $t >/dev/null || { echo "netbed: skipped ($t missing)"; exit 77; }
 done
 P=nt$$
 tmp=$(mktemp -d)
 cleanup() { $NB --prefix $P down >/dev/null 2>&1; rm -rf "$tmp"; }
 trap cleanup EXIT
 if ! $NB --prefix $P up --hosts 2 --rails 4 --rate 200mbit >"$tmp/up" 2>&1; then
-  echo "netbed: skipped (cannot build the fabric: $(tail -n 1 "$tmp/up"))"; exit 0
+  echo "netbed: skipped (cannot build the fabric: $(tail -n 1 "$tmp/up"))"; exit 77
 fi
 PERF=$(realpath "$B/braid-perf")
 export NCCL_NET_PLUGIN=$(realpath "$B/libnccl-net-braid.so") BRAID_SOCKET_IFNAME=eth

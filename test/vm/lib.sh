@@ -1,13 +1,13 @@
 # Sourced by the guest tests (test/vm/*.sh), from the repository root:
 #   vm_image             builds or reuses the cached image ($cache); sets $build_note; skips
-#                        (prints "vm: skipped (REASON)", exits 0) where no guest can be booted
+#                        (prints "vm: skipped (REASON)", exits 77) where no guest can be booted
 #   vm_share FILE...     a temporary share holding only FILEs (removed at exit), in $share
 #   vm_share_built NAME  builds $build/NAME on the host (make) and shares only it
 #   vm_run NAME SCRIPT   boots the guest, runs the bash SCRIPT inside with $share mounted, and
 #                        reports "vm: NAME passed (S s)" or fails
 cache=${BRAID_VM_CACHE:-/var/cache/braid-vm}
 build=${BUILD:-build}
-skip() { echo "vm: skipped ($*)"; exit 0; }
+skip() { echo "vm: skipped ($*)"; exit 77; } # 77: test/run.sh reports SKIP
 now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
 secs() { printf '%d.%d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); }
 

@@ -3,7 +3,7 @@
 # and, inside, lists the verbs devices, runs ibv_rc_pingpong between rxe_a0 and rxe_b0 over rail
 # 0 (and ib_write_bw where perftest is in the image), and checks that the traffic really
 # crossed the veth pair. Prints the time the image build and the boot+smoke took.
-# Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (not root and no image,
+# Prints "vm: skipped (REASON)" and exits 77 where no guest can be booted (not root and no image,
 # packages unavailable, qemu missing); exits non-zero on a real failure.
 #   test/vm/smoke.sh            (environment: BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
 set -euo pipefail
@@ -54,7 +54,7 @@ if command -v ib_write_bw >/dev/null; then
   fi
   wait "$srv" || { cat /tmp/bw-server.log; fail "ib_write_bw server failed"; }
 else
-  echo "smoke: ib_write_bw not in the image (no perftest): skipped"
+  echo "skip ib_write_bw (not in the image: no perftest)"
 fi
 echo "smoke: OK"
 EOF

@@ -9,7 +9,7 @@
 #       connection and never tested, the receiver never driven for them, and their data still
 #       lands (verified in place); over 4 rails none is (a rail's fence needs the receiver).
 # A rail slowed to a tenth is covered through braid-perf by test/vm/verbs_perf_test.sh.
-# Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (as test/vm/smoke.sh).
+# Prints "vm: skipped (REASON)" and exits 77 where no guest can be booted (as test/vm/smoke.sh).
 #   test/vm/verbs_conn_test.sh   (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
 set -euo pipefail
 cd "$(dirname "$0")/../.."

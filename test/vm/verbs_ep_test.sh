@@ -5,7 +5,7 @@
 #   (3) --blackhole on rail 0: after the warm-up, `braid-fabric netem 0 b loss 100%` (rxe_b0's
 #       ACKs vanish), then writes from rxe_a0 must fail with a work-completion error within 3 s.
 # The test binary is built on the host (make) and is the only file shared with the guest.
-# Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (as test/vm/smoke.sh).
+# Prints "vm: skipped (REASON)" and exits 77 where no guest can be booted (as test/vm/smoke.sh).
 #   test/vm/verbs_ep_test.sh     (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -12,7 +12,7 @@
 #   (7) NCCL's optional completion: braid-perf hints its LL/LL128 receives as NCCL 2.24+ does;
 #       over one rail (va0/vb0) braid completes them early (the peer's RDMA writes land without
 #       the receiver), over four (2) it completes none early; every result verified.
-# Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (as test/vm/smoke.sh).
+# Prints "vm: skipped (REASON)" and exits 77 where no guest can be booted (as test/vm/smoke.sh).
 #   test/vm/verbs_perf_test.sh   (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
 set -euo pipefail
 cd "$(dirname "$0")/../.."

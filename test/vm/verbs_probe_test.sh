@@ -8,7 +8,7 @@
 #   malformed one (exit 1 with the reason), and ports whose link is down (skipped; a WARN when
 #   BRAID_IB_HCA names them).
 # The probe is built on the host (make) and is the only file shared with the guest.
-# Prints "vm: skipped (REASON)" and exits 0 where no guest can be booted (as test/vm/smoke.sh).
+# Prints "vm: skipped (REASON)" and exits 77 where no guest can be booted (as test/vm/smoke.sh).
 #   test/vm/verbs_probe_test.sh     (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
