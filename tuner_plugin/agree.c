@@ -76,6 +76,6 @@ enum braid_agree braid_tuner_agree(const struct braid_tuner_inputs *in, char *wh
   return BRAID_AGREE_UNPINNED;
 }
 
-uint64_t braid_tuner_effective_fingerprint(const struct braid_tuner_inputs *in) {
-  return braid_tuner_agree(in, NULL, 0) == BRAID_AGREE_USE ? in->fingerprint : BRAID_TUNER_FP_OFF;
+uint64_t braid_tuner_agreed_fingerprint(const struct braid_tuner_inputs *in, enum braid_agree a) {
+  return a == BRAID_AGREE_USE ? in->fingerprint : BRAID_TUNER_FP_OFF;
 }

@@ -36,9 +36,10 @@ enum braid_agree {
  * for the log: which files, and what to do. */
 enum braid_agree braid_tuner_agree(const struct braid_tuner_inputs *in, char *why, size_t n);
 
-/* The fingerprint that describes what this rank's choices depend on: in->fingerprint when
- * files decide, else BRAID_TUNER_FP_OFF (NCCL's choice, whatever the local files hold), so
- * that ranks which choose alike also compare alike in the net plugin's connection check. */
-uint64_t braid_tuner_effective_fingerprint(const struct braid_tuner_inputs *in);
+/* The fingerprint that describes what this rank's choices depend on, given a, the decision
+ * braid_tuner_agree made for in: in->fingerprint when files decide, else BRAID_TUNER_FP_OFF
+ * (NCCL's choice, whatever the local files hold), so that ranks which choose alike also compare
+ * alike in the net plugin's connection check. */
+uint64_t braid_tuner_agreed_fingerprint(const struct braid_tuner_inputs *in, enum braid_agree a);
 
 #endif

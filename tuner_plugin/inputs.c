@@ -135,12 +135,12 @@ static uint64_t fp_value;
 static void fp_init(void) {
   struct braid_tuner_inputs in;
   inputs_read(&in, true);
-  fp_value = braid_tuner_effective_fingerprint(&in); /* what this rank's choices depend on */
+  char why[1600];
+  enum braid_agree a = braid_tuner_agree(&in, why, sizeof why);
+  fp_value = braid_tuner_agreed_fingerprint(&in, a); /* what this rank's choices depend on */
   /* NCCL 2.19-2.21 (and NCCL_RUNTIME_CONNECT=0) connect before the tuner's init could refuse:
    * say here why this rank's files are not the pinned ones, so the connection WARN has a cause. */
-  char why[1600];
-  if (in.braid_tuner && braid_tuner_agree(&in, why, sizeof why) == BRAID_AGREE_REFUSE)
-    BRAID_WARN("tuner inputs (net plugin's view): %s", why);
+  if (in.braid_tuner && a == BRAID_AGREE_REFUSE) BRAID_WARN("tuner inputs (net plugin's view): %s", why);
 }
 
 uint64_t braid_tuner_fingerprint(void) {

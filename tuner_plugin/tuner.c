@@ -22,7 +22,11 @@
 /* A node counts as a straggler below this share of the healthy bandwidth. */
 #define STRAGGLER_REL_BW 0.8
 
-static int nccl_env_set(const char *name);
+/* Whether NCCL_<name> is set (NCCL's own algorithm or protocol filter); read once per context. */
+static int nccl_env_set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v;
+}
 
 struct braid_tuner {
   int version;
@@ -248,24 +252,19 @@ int braid_tuner_create(struct braid_tuner **out, int version, uint64_t comm_id, 
   /* v1 and v2 pass no cost table, so only rules can decide there: the calibration and health
    * files are not this context's inputs (the fingerprint still covers them, as every rank's). */
   if (version < 3) in.calib_path[0] = in.health_path[0] = 0;
-  switch (braid_tuner_agree(&in, why, sizeof why)) {
-    case BRAID_AGREE_REFUSE:
-      BRAID_WARN("tuner: %s; refusing this communicator, since ranks that choose differently "
-                 "hang inside NCCL", why);
-      return -1;
-    case BRAID_AGREE_UNPINNED: /* the files are left out, NCCL's choice stays */
-      BRAID_WARN_ONCE("tuner: %s", why);
-      in.mode = BRAID_TUNER_OFF;
-      in.fingerprint = BRAID_TUNER_FP_OFF;
-      break;
-    case BRAID_AGREE_NONE:
-      in.mode = BRAID_TUNER_OFF;
-      in.fingerprint = BRAID_TUNER_FP_OFF;
-      break;
-    case BRAID_AGREE_USE:
-      BRAID_INFO(NCCL_INIT | NCCL_TUNING, "tuner: %s", why);
-      break;
+  enum braid_agree a = braid_tuner_agree(&in, why, sizeof why);
+  if (a == BRAID_AGREE_REFUSE) {
+    BRAID_WARN("tuner: %s; refusing this communicator, since ranks that choose differently "
+               "hang inside NCCL", why);
+    return -1;
   }
+  if (a == BRAID_AGREE_USE) {
+    BRAID_INFO(NCCL_INIT | NCCL_TUNING, "tuner: %s", why);
+  } else { /* no file decides: NCCL's choice */
+    if (a == BRAID_AGREE_UNPINNED) BRAID_WARN_ONCE("tuner: %s", why);
+    in.mode = BRAID_TUNER_OFF;
+  }
+  in.fingerprint = braid_tuner_agreed_fingerprint(&in, a);
   braid_tuner_create_from(out, &in, version, comm_id, nranks, nnodes, constants);
   return 0;
 }
@@ -458,12 +457,6 @@ void braid_tuner_apply_table(struct braid_tuner *t, int coll, size_t nbytes, int
   if (log_it)
     BRAID_INFO(NCCL_TUNING, "tuner: %s of %zu B (size bin 2^%d): %s", braid_rule_coll_name(coll),
                nbytes, size_bin(nbytes), w->reason);
-}
-
-/* Whether NCCL_<name> is set (NCCL's own algorithm or protocol filter); read once per context. */
-static int nccl_env_set(const char *name) {
-  const char *v = getenv(name);
-  return v && *v;
 }
 
 /* Why NCCL 2.19-2.21, which use a v1/v2 answer without any check (an unavailable pair runs

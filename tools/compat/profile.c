@@ -62,14 +62,14 @@ int compat_net_names(const struct nccl_profile *p, const char *value,
   if (p->none_word && value && strcasecmp(value, "none") == 0) return 0;
   switch (p->net_names) {
     case NET_NAMES_219:
-      return add(names, n, value && *value ? "libnccl-net-%s.so" : "libnccl-net.so%s", value && *value ? value : "");
+      return value && *value ? add(names, n, "libnccl-net-%s.so", value) : add(names, n, "%s", "libnccl-net.so");
     case NET_NAMES_221:
-      if (!value || !*value) return add(names, n, "libnccl-net.so%s", "");
+      if (!value || !*value) return add(names, n, "%s", "libnccl-net.so");
       n = add(names, n, "%s", value);
       return add(names, n, "libnccl-net-%s.so", value);
     case NET_NAMES_2273:
     case NET_NAMES_227: {
-      if (!value) return add(names, n, "libnccl-net.so%s", "");
+      if (!value) return add(names, n, "%s", "libnccl-net.so");
       char list[COMPAT_NAME_LEN], *save = NULL;
       snprintf(list, sizeof list, "%s", value);
       for (char *v = strtok_r(list, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
@@ -99,21 +99,21 @@ int compat_tuner_names(const struct nccl_profile *p, const char *value, const ch
         n = add(names, n, "%s", value);
         n = add(names, n, "libnccl-tuner-%s.so", value);
       } else {
-        n = add(names, n, "libnccl-tuner.so%s", "");
+        n = add(names, n, "%s", "libnccl-tuner.so");
       }
       if (net_value && *net_value) {
         n = add(names, n, "%s", net_value);
         return add(names, n, "libnccl-net-%s.so", net_value);
       }
-      return add(names, n, "libnccl-net.so%s", "");
+      return add(names, n, "%s", "libnccl-net.so");
     case TUNER_NAMES_2273:
       *use_net_lib = 1;
-      if (!set) return add(names, n, "libnccl-tuner.so%s", "");
+      if (!set) return add(names, n, "%s", "libnccl-tuner.so");
       return add(names, n, lib_so(value) ? "%s" : "libnccl-tuner-%s.so", value);
     case TUNER_NAMES_226:
     case TUNER_NAMES_227:
       *use_net_lib = 1;
-      if (!set) return add(names, n, "libnccl-tuner.so%s", "");
+      if (!set) return add(names, n, "%s", "libnccl-tuner.so");
       n = add(names, n, "%s", value);
       if (p->tuner_names == TUNER_NAMES_226 || bare_name(value))
         n = add(names, n, "libnccl-tuner-%s.so", value);
