@@ -309,9 +309,10 @@ int collnet_run(struct perf_net *pn, const struct plan_args *a) {
     }
     if (now - last_check > 0.01) {
       last_check = now;
-      if (rdv_peer_lost(x.cn->rdv)) {
-        char why[64];
-        snprintf(why, sizeof why, "rank %d is gone (exited or failed)", x.cn->rdv->lost_rank);
+      if (rdv_peer_silent(x.cn->rdv, now)) {
+        char why[128];
+        snprintf(why, sizeof why, "rank %d is gone (exited or failed); the plugin reported nothing in %d s",
+                 x.cn->rdv->lost_rank, RDV_LOST_GRACE_S);
         return cn_stuck(&x, why);
       }
     }

@@ -270,9 +270,10 @@ int eng_run(struct engine *e, const struct eng_op *op) {
     }
     if (now - last_check > 0.01) {
       last_check = now;
-      if (e->rdv && rdv_peer_lost(e->rdv)) {
-        char why[96];
-        snprintf(why, sizeof why, "rank %d is gone (exited or failed)", e->rdv->lost_rank);
+      if (e->rdv && rdv_peer_silent(e->rdv, now)) {
+        char why[128];
+        snprintf(why, sizeof why, "rank %d is gone (exited or failed); the plugin reported nothing in %d s",
+                 e->rdv->lost_rank, RDV_LOST_GRACE_S);
         eng_dump(e, why);
         rc = -1;
         break;

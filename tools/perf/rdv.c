@@ -155,6 +155,7 @@ int rdv_join(struct rdv *r, int listen_fd, const char *host, int port, int rank,
   r->nranks = nranks;
   r->timeout_ms = timeout_s * 1000;
   r->lost_rank = -1;
+  r->lost_at = 0;
   r->fds = malloc(sizeof(int) * (size_t)nranks);
   for (int i = 0; i < nranks; i++) r->fds[i] = -1;
   double dl = rdv_now() + timeout_s;
@@ -218,6 +219,14 @@ int rdv_peer_lost(struct rdv *r) {
     }
   }
   return 0;
+}
+
+int rdv_peer_silent(struct rdv *r, double now) {
+  if (r->lost_at == 0) {
+    if (!rdv_peer_lost(r)) return 0;
+    r->lost_at = now;
+  }
+  return now - r->lost_at >= RDV_LOST_GRACE_S;
 }
 
 void rdv_close(struct rdv *r) {
