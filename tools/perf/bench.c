@@ -14,14 +14,17 @@
 #include "report.h"
 
 #define BENCH_POISON 0x7B /* never an expected value in any type */
-#define BENCH_SEED_TIMED 1000u
-#define BENCH_SEED_VERIFY 2000u
 
 struct bench {
   const struct perf_opts *o;
   struct perf_net *pn;
   struct plan_args a;
   size_t in_bytes, out_bytes;
+  /* The next operation's data seed: every filled operation of the run gets its own (it also
+   * goes into every element's value with the sending rank and the element's position, so
+   * which peer and which channel's part a byte came from is checked too). */
+  uint32_t seq;
+  uint64_t checked; /* outputs this rank checked */
 };
 
 struct bench_result {
@@ -87,10 +90,16 @@ static void bench_fill(struct bench *b, uint32_t seed) {
     dt_fill(a->dt, a->redop, (void *)a->in, n, a->rank, seed, 0);
 }
 
+/* Whether this rank has an output to check (with --oneway only rank 1 receives). */
+static int bench_has_output(const struct bench *b) {
+  return !(b->o->op == PERF_SENDRECV && b->o->oneway && b->a.rank != 1);
+}
+
 /* Wrong elements (bytes for sendrecv) of this rank's output for inputs made with seed. */
 static uint64_t bench_check(struct bench *b, uint32_t seed) {
   const struct plan_args *a = &b->a;
   int n = a->nranks, r = a->rank;
+  if (bench_has_output(b)) b->checked++;
   switch (b->o->op) {
     case PERF_SENDRECV:
       if (b->o->oneway)
@@ -127,30 +136,44 @@ static void bench_once(struct bench *b) {
   }
 }
 
-/* Fill with seed, poison the output, run, count wrong elements. */
-static uint64_t bench_verified(struct bench *b, uint32_t seed) {
+/* Fills the input with the next seed and poisons the output; returns the seed. */
+static uint32_t bench_prepare(struct bench *b) {
+  uint32_t seed = b->seq++;
   bench_fill(b, seed);
   memset(b->a.out, BENCH_POISON, b->out_bytes);
+  return seed;
+}
+
+/* Its own data, a poisoned output, run, count wrong elements. */
+static uint64_t bench_verified(struct bench *b) {
+  uint32_t seed = bench_prepare(b);
   bench_once(b);
   return bench_check(b, seed);
 }
 
+/* Warm-ups and the verify pass are checked one by one. The timed loop: with --check-all every
+ * iteration gets its own data and a poisoned output and is checked (none of that is timed), so
+ * a write lost, left over from an earlier iteration or landing late is caught in the iteration
+ * it hit; without it the iterations run back to back on the same data and only the last one's
+ * output is checked (a benchmark's loop: a lost write in an earlier one can go unseen). */
 static struct bench_result bench_step(struct bench *b, struct rdv *r) {
   struct bench_result res = {0};
-  for (int w = 0; w < b->o->warmup; w++) res.wrong += bench_verified(b, (uint32_t)w + 1);
-  bench_fill(b, BENCH_SEED_TIMED);
+  const int all = b->o->check_all;
+  for (int w = 0; w < b->o->warmup; w++) res.wrong += bench_verified(b);
+  uint32_t seed = all ? 0 : bench_prepare(b);
   if (rdv_barrier(r)) _exit(2);
   double busy = 0, t0 = bench_now();
   for (int it = 0; it < b->o->iters; it++) {
+    if (all) seed = bench_prepare(b);
     double s = bench_now();
     bench_once(b);
     busy += bench_now() - s;
-    if (b->o->check_all) res.wrong += bench_check(b, BENCH_SEED_TIMED);
+    if (all) res.wrong += bench_check(b, seed);
   }
-  double elapsed = b->o->check_all ? busy : bench_now() - t0;
+  double elapsed = all ? busy : bench_now() - t0;
   res.time_us = elapsed * 1e6 / b->o->iters;
-  if (!b->o->check_all) res.wrong += bench_check(b, BENCH_SEED_TIMED);
-  res.wrong += bench_verified(b, BENCH_SEED_VERIFY);
+  if (!all) res.wrong += bench_check(b, seed);
+  res.wrong += bench_verified(b);
   return res;
 }
 
@@ -208,15 +231,18 @@ static void bench_row(const struct bench_result *all, int nranks, int reps, int 
   row->time_us = reps % 2 ? scratch[reps / 2] : (scratch[reps / 2 - 1] + scratch[reps / 2]) / 2;
 }
 
-/* Rank 0 prints the NULL-request counters of every rank (CollNet prints its own). */
-static int bench_counters(struct perf_net *pn, const struct perf_opts *o, struct rdv *r) {
-  uint64_t mine[4] = {pn->eng.null_sends, pn->eng.null_recvs, pn->eng.hint_posts,
-                      pn->eng.early_recvs};
-  uint64_t *all = calloc((size_t)r->nranks, sizeof mine), sum[4] = {0, 0, 0, 0};
+/* Rank 0 prints the NULL-request counters of every rank (CollNet prints its own); *checked:
+ * the outputs all ranks checked. */
+static int bench_counters(struct perf_net *pn, const struct perf_opts *o, struct rdv *r,
+                          uint64_t checked, uint64_t *all_checked) {
+  uint64_t mine[5] = {pn->eng.null_sends, pn->eng.null_recvs, pn->eng.hint_posts,
+                      pn->eng.early_recvs, checked};
+  uint64_t *all = calloc((size_t)r->nranks, sizeof mine), sum[5] = {0, 0, 0, 0, 0};
   if (!all || rdv_allgather(r, mine, all, sizeof mine)) return free(all), -1;
   for (int k = 0; k < r->nranks; k++)
-    for (int i = 0; i < 4; i++) sum[i] += all[4 * k + i];
+    for (int i = 0; i < 5; i++) sum[i] += all[5 * k + i];
   free(all);
+  *all_checked = sum[4];
   if (r->rank == 0 && o->algo != PERF_ALGO_COLLNET)
     printf("# all ranks: isend returned NULL %llu times, irecv %llu times (retried); %llu irecvs "
            "posted with the optional-completion hint, %llu of them completed early\n",
@@ -227,7 +253,7 @@ static int bench_counters(struct perf_net *pn, const struct perf_opts *o, struct
 
 int bench_run(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, const char *describe,
               const struct bench_mode *mode) {
-  struct bench b = {.o = o, .pn = pn};
+  struct bench b = {.o = o, .pn = pn, .seq = 1};
   struct plan_args *a = &b.a;
   const struct bench_mode plain = {o->repeats, bench_plain_variant, NULL, (void *)o};
   if (!mode) mode = &plain;
@@ -277,8 +303,9 @@ int bench_run(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, con
       if (mode->result) mode->result(mode->ctx, &v[k], &row);
     }
   }
-  if (bench_counters(pn, o, r)) _exit(2);
-  if (r->rank == 0) report_close(&rp);
+  uint64_t checked = 0;
+  if (bench_counters(pn, o, r, b.checked, &checked)) _exit(2);
+  if (r->rank == 0) report_close(&rp, checked);
   free(mine);
   free(all);
   free(scratch);

@@ -10,11 +10,13 @@
 # Optional, with `include tools/perf/build.mk` after the obj macro and NETLOAD_SRCS:
 #   CHAOS: a test-only net plugin that wraps another one (CHAOS_INNER) and makes isend/irecv
 #          return NULL requests, connect/accept NULL comms and test "not done" at random
-#          (CHAOS_PERCENT), to exercise braid-perf's and NCCL-like retry paths.
+#          (CHAOS_PERCENT), to exercise braid-perf's and NCCL-like retry paths; and, only when
+#          CHAOS_DROP_RECV or CHAOS_STALE_RECV is set, loses or stales one receive's data once
+#          (tools/perf/test/chaos_fault.h), to prove braid-perf's check sees it.
 #   perf-smoke: runs tools/perf/test/smoke.sh (a verified matrix of every op, about a minute).
 CHAOS = $(BUILD)/libnccl-net-chaos.so
 
-$(CHAOS): $(call obj,$(NETLOAD_SRCS) tools/perf/test/chaos_net.c)
+$(CHAOS): $(call obj,$(NETLOAD_SRCS) tools/perf/test/chaos_net.c tools/perf/test/chaos_fault.c)
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined $^ -o $@ $(LDLIBS)
 
 .PHONY: perf-smoke

@@ -58,9 +58,12 @@ int dt_op_parse(const char *s, ncclRedOp_t *op) {
 /* The input value as an integer: [-8, 8] (signed) or [0, 16] for sum, {1, 2} for prod (exact up
  * to 2^nranks), [-50, 50] / [0, 100] for min and max. */
 static int64_t dt_value(ncclRedOp_t op, int is_signed, int rank, uint32_t seed, size_t i) {
-  /* (i>>4) and (i>>12) terms break the period so a misplaced block is caught. */
+  /* (i>>4) and (i>>12) terms break the period so a misplaced block is caught. The seed's
+   * factor is prime to 5, 17 and 101, so consecutive seeds (braid-perf's consecutive
+   * operations) differ in every element for sum, min and max and shift prod's pattern: data
+   * left from the previous operation never passes for this one's. */
   uint64_t h = (uint64_t)i * 7 + (uint64_t)(i >> 4) * 3 + (uint64_t)(i >> 12) * 11 +
-               (uint64_t)rank * 13 + (uint64_t)seed * 5;
+               (uint64_t)rank * 13 + (uint64_t)seed * 19;
   switch (op) {
     case ncclProd: return (h % 5 == 0) ? 2 : 1;
     case ncclMax:

@@ -44,7 +44,8 @@ struct perf_opts {
   int optional_recv;    /* NCCL_NET_OPTIONAL_RECV_COMPLETION */
   int timeout_s;
   const char *json;
-  int check_all;        /* --check-all: verify every timed iteration (untimed) */
+  int check_all;        /* --check-all: own data, poisoned output, checked: every timed
+                           iteration (untimed) */
   int yield_idle;
   int staged;           /* sendrecv through staging slots instead of user buffers */
   const char *calibrate; /* --calibrate FILE: measure every algorithm, write a calibration */

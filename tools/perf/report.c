@@ -43,8 +43,13 @@ int report_open(struct report *rp, const struct perf_opts *o, int nranks, const 
   if (o->op == PERF_SENDRECV)
     printf("# network pieces (Simple): %zu bytes (NCCL_P2P_NET_CHUNKSIZE, after the plugin's init)\n",
            o->p2p_chunk);
-  printf("# warm-up %d, iterations %d; every output is checked after warm-up, the timed loop "
-         "and a verify pass\n", o->warmup, o->iters);
+  if (o->check_all)
+    printf("# warm-up %d, iterations %d; every iteration checked (--check-all): each its own data, "
+           "the output poisoned before it, checks not timed\n", o->warmup, o->iters);
+  else
+    printf("# warm-up %d, iterations %d; checked: each warm-up, the last timed iteration (the "
+           "timed loop reuses one input; --check-all checks every one) and a verify pass\n",
+           o->warmup, o->iters);
   if (o->repeats > 1)
     printf("# time: the median of %d interleaved repeats (each the slowest rank's)\n", o->repeats);
   printf("#\n#%12s %12s %8s %6s %10s %8s %8s %7s  %s\n", "size", "count", "type", "redop",
@@ -82,9 +87,11 @@ void report_row(struct report *rp, const struct report_row *row) {
   rp->rows++;
 }
 
-void report_close(struct report *rp) {
+void report_close(struct report *rp, uint64_t checked) {
   printf("# Out of bounds values : %llu %s\n", (unsigned long long)rp->wrong_total,
          rp->wrong_total ? "FAILED" : "OK");
+  printf("# Outputs checked      : %llu (all ranks; %s)\n", (unsigned long long)checked,
+         rp->o->check_all ? "every iteration" : "not every timed iteration");
   printf("# Avg bus bandwidth    : %g\n#\n", rp->rows ? rp->busbw_sum / rp->rows : 0.0);
   fflush(stdout);
   if (rp->json) {

@@ -32,7 +32,8 @@ double report_busbw(enum perf_op op, int nranks, size_t bytes, double time_us);
 /* Opens --json (if any) and prints the table header; -1 when the file cannot be written. */
 int report_open(struct report *rp, const struct perf_opts *o, int nranks, const char *describe);
 void report_row(struct report *rp, const struct report_row *row);
-/* Prints "# Avg bus bandwidth" and closes the JSON file. */
-void report_close(struct report *rp);
+/* Prints "# Out of bounds values", "# Outputs checked" (checked: the outputs every rank
+ * checked, summed) and "# Avg bus bandwidth", and closes the JSON file. */
+void report_close(struct report *rp, uint64_t checked);
 
 #endif

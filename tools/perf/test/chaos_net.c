@@ -2,12 +2,13 @@
  * exercises the caller's retry paths: isend/irecv return a NULL request, connect/accept return a
  * NULL comm, and test reports "not done" at random (CHAOS_PERCENT, default 30), without ever
  * changing data. The wrapped plugin is CHAOS_INNER (an NCCL_NET_PLUGIN value).
- * Build: gcc -std=c11 -O2 -shared -fPIC -D_GNU_SOURCE -Iinclude -Icommon -Itools/netload
- *          tools/perf/test/chaos_net.c tools/netload/netload.c tools/netload/netload_open.c
- *          -ldl -o libnccl-net-chaos.so */
+ * CHAOS_DROP_RECV / CHAOS_STALE_RECV (chaos_fault.h) do change data, once: a receive reported
+ * complete holds what its buffer held before, or an earlier receive's bytes.
+ * Build: make build/libnccl-net-chaos.so (tools/perf/build.mk). */
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "chaos_fault.h"
 #include "netload.h"
 
 static struct netload chaos_nl;
@@ -21,6 +22,7 @@ static ncclResult_t chaos_init(void **ctx, uint64_t id, ncclNetCommConfig_v11_t 
   char err[1024];
   const char *inner = getenv("CHAOS_INNER"), *pct = getenv("CHAOS_PERCENT");
   if (pct) chaos_pct = atoi(pct);
+  chaos_fault_init();
   chaos_seed ^= (unsigned)id;
   if (!chaos_nl.lib && netload_open(&chaos_nl, inner, 0, err, sizeof err) != ncclSuccess) {
     fprintf(stderr, "chaos-net: cannot load CHAOS_INNER=%s: %s\n", inner ? inner : "", err);
@@ -66,14 +68,19 @@ static ncclResult_t chaos_isend(void *c, void *d, size_t n, int tag, void *m, vo
 static ncclResult_t chaos_irecv(void *c, int n, void **d, size_t *s, int *t, void **m, void **ph,
                                 void **req) {
   if (chaos_hit()) return *req = NULL, ncclSuccess;
-  return netload_irecv(&chaos_nl, c, n, d, s, t, m, ph, req);
+  void *token = chaos_fault_posting(n, d, s);
+  ncclResult_t r = netload_irecv(&chaos_nl, c, n, d, s, t, m, ph, req);
+  chaos_fault_posted(token, r == ncclSuccess ? *req : NULL);
+  return r;
 }
 static ncclResult_t chaos_iflush(void *c, int n, void **d, int *s, void **m, void **req) {
   return netload_iflush(&chaos_nl, c, n, d, s, m, req);
 }
 static ncclResult_t chaos_test(void *req, int *done, int *sizes) {
   if (chaos_hit()) return *done = 0, ncclSuccess;
-  return netload_test(&chaos_nl, req, done, sizes);
+  ncclResult_t r = netload_test(&chaos_nl, req, done, sizes);
+  if (r == ncclSuccess && *done) chaos_fault_done(req, sizes);
+  return r;
 }
 static ncclResult_t chaos_close_send(void *c) { return netload_close_send(&chaos_nl, c); }
 static ncclResult_t chaos_close_recv(void *c) { return netload_close_recv(&chaos_nl, c); }
