@@ -48,6 +48,8 @@ suite collnet ./test/integration/collnet_test.sh build
 suite collnet-sanitized ./test/integration/collnet_test.sh build/san
 suite collnet-tsan-servers env PS=build/tsan/braid-ps TSAN_OPTIONS=halt_on_error=1 ./test/integration/collnet_test.sh build
 suite collnet-driver env BUILD=build tools/perf/test/collnet_smoke.sh
+suite perf-check-can-fail env BUILD=build tools/perf/test/check_test.sh
+suite perf-check-can-fail-sanitized env BUILD=build/san tools/perf/test/check_test.sh
 suite loads-anywhere ./test/integration/loads_anywhere_test.sh build
 suite loads-anywhere-sanitized ./test/integration/loads_anywhere_test.sh build/san
 suite tuner-driver env BUILD=build tools/perf/test/tuner_smoke.sh
