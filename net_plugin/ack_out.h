@@ -24,6 +24,17 @@ bool braid_ack_out_flush(struct braid_ack_out *o, int fd);
  * none of it (o stays empty: the caller sends a fresher acknowledgement later). */
 bool braid_ack_out_send(struct braid_ack_out *o, int fd, const uint8_t hdr[BRAID_FRAME_HDR_BYTES]);
 
+/* For a receiver NCCL may not call again (no receive pending) while the sender waits for this
+ * frame: finishes an unfinished one, waiting for room in the socket until deadline_ns
+ * (CLOCK_MONOTONIC).  True when none is left unfinished. */
+bool braid_ack_out_finish(struct braid_ack_out *o, int fd, uint64_t deadline_ns);
+
+/* braid_ack_out_send, then waits as braid_ack_out_finish does: for a frame that must go out
+ * before this call returns.  True when the frame is committed (and then, unless the deadline
+ * passed, out whole). */
+bool braid_ack_out_send_now(struct braid_ack_out *o, int fd, const uint8_t hdr[BRAID_FRAME_HDR_BYTES],
+                            uint64_t deadline_ns);
+
 /* Forgets an unfinished frame (its socket was replaced). */
 void braid_ack_out_reset(struct braid_ack_out *o);
 

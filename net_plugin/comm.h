@@ -17,9 +17,6 @@
 #define BRAID_RECV_REQS 32            /* NCCL_NET_MAX_REQUESTS */
 #define BRAID_MAX_RECVS 8             /* largest grouped receive */
 #define BRAID_SEND_REQS (BRAID_RECV_REQS * BRAID_MAX_RECVS)
-/* With acks, sends up to this size are copied and complete at once; larger ones complete when
- * acknowledged, so the receiver acknowledges their frames without delay. */
-#define BRAID_COPY_MAX (64u << 10)
 #define BRAID_MSG_WINDOW 1024         /* receive-side messages tracked at once (power of 2) */
 #define BRAID_STAGE_BYTES 4096        /* receive staging: headers and small payloads */
 #define BRAID_SEND_BATCH 16           /* frames written by one writev */
@@ -30,6 +27,7 @@ enum braid_req_kind { BRAID_REQ_FREE = 0, BRAID_REQ_SEND, BRAID_REQ_RECV };
 
 struct braid_comm;
 struct braid_chunk;
+struct braid_hs_conn;
 struct braid_ofi_ep;
 
 struct braid_recv_slot {
@@ -53,7 +51,6 @@ struct braid_req {
   size_t size, queued; /* bytes cut into frames so far */
   int frames_out;      /* frames cut and not yet written (or, with acks, not yet acknowledged) */
   bool all_queued;
-  bool copied;         /* with acks: small send copied, completed at once */
   int tag;
   uint64_t seq;
   int vreq; /* verbs: the connection's request */
@@ -77,10 +74,8 @@ struct braid_txframe {
 /* With acks: a piece of a message on a stream, kept until acknowledged or re-sent elsewhere. */
 struct braid_chunk {
   struct braid_chunk *next;
-  struct braid_req *req;  /* NULL when the send already completed (copied small send) */
-  const char *data;       /* payload: into the request's buffer, or into copy */
-  char *copy;             /* owned copy of a small send (shared by its chunks: freed by owner) */
-  bool owns_copy;
+  struct braid_req *req;  /* NULL once the send completed (the receiver holds its message) */
+  const char *data;       /* payload, in the request's buffer */
   uint64_t seq, size, offset;
   uint32_t len;
   int32_t tag;
@@ -130,6 +125,7 @@ struct braid_stream {
   /* rejoin (rejoin.c): a broken or missing stream reconnected */
   int join_fd, join_state;
   size_t join_sent;
+  struct braid_hs_conn *join_hs; /* the attempt's handshake (hs.h) */
   uint64_t join_at_ns, join_backoff_ns;
   const char *rail_name; /* the local NIC, for logs */
   double rail_Bps;       /* its nominal speed */
@@ -156,7 +152,6 @@ struct braid_stream {
   bool eof;                /* the peer closed this stream */
   uint64_t frames_recvd, frames_ack_sent;
   uint64_t held_sent; /* rx: the held_below this stream's last acknowledgement carried */
-  bool ack_urgent; /* a frame of a message the sender did not copy (it waits for the ack) */
   struct braid_ack_out ack_out; /* rx: an acknowledgement the socket took only part of */
   /* ofi transport (ofi_link.c): the stream's endpoint; the socket only carries the endpoint
    * names at set-up and shows, by closing, that the peer is gone */
@@ -236,9 +231,15 @@ struct braid_comm {
    * listening sockets, the sender where each rail goes */
   uint64_t conn_id;
   uint8_t secret[BRAID_SECRET_BYTES];
+  int auth_mode; /* BRAID_AUTH_* agreed at set-up: rejoins prove themselves the same way */
   int nlisten;
   int listen_fd[17];
-  struct { int fd; uint8_t hello[BRAID_HELLO_BYTES]; size_t got; uint64_t deadline_ns; } join[8];
+  struct {
+    int fd;
+    uint8_t chal[BRAID_CHALLENGE_BYTES], hello[BRAID_HELLO_BYTES];
+    size_t got;
+    uint64_t deadline_ns;
+  } join[8];
   int njoin;
   uint64_t next_join_ns;
   struct sockaddr_storage rail_addr[16];

@@ -116,7 +116,6 @@ static void join_replace(struct braid_comm *c, int i, const struct braid_hello *
   s->in_frame = s->frame_discard = false; /* a frame half read from the old socket is dropped */
   s->frame_msg = NULL;
   s->frames_recvd = s->frames_ack_sent = 0;
-  s->ack_urgent = false;
   braid_ack_out_reset(&s->ack_out); /* the rest of an acknowledgement was for the old socket */
   s->stall_since_ns = 0;
   s->eof = s->dead = false;

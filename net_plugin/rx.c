@@ -253,7 +253,6 @@ static void rx_end(struct braid_comm *c, struct braid_stream *s) {
   struct braid_rxmsg *m = s->frame_msg;
   s->in_frame = false;
   s->frames_recvd++;
-  if (s->frame.size > BRAID_COPY_MAX || c->ofi) s->ack_urgent = true; /* the sender waits */
   if (s->frame_discard || !m) return;
   uint64_t fresh = s->frame.len;
   if (c->acks) {
@@ -589,16 +588,17 @@ static void rx_stream(struct braid_comm *c, struct braid_stream *s, bool read) {
   }
 }
 
-/* With acks: tells the sender how many frames each stream has delivered (cumulative).  Acks are
+/* With acks: tells the sender how many frames each stream has delivered (cumulative).  Every
+ * send waits for its acknowledgement, so that NCCL keeps calling test() on the send comm (which
+ * drives re-sends) until the receiver holds the data.  While a receive is pending acks are
  * batched: a stream's go out once it has RX_ACK_BATCH new frames, or RX_ACK_DELAY_NS after the
- * last ones (small sends complete at the sender without waiting; large ones wait that long more
- * at most), so a stream of small messages costs an ack per batch, not one per message.
- * When no receive is pending NCCL may not call again for a while, so frames of large messages
- * (whose sends wait for the ack) are acknowledged at once; frames of small, copied messages wait
- * for the next call (the sender only holds their copies a little longer: a ping-pong of small
- * messages then costs no ack per message). */
+ * last ones, so a stream of small messages costs an ack per batch, not one per message.  When no
+ * receive is pending NCCL may not call again for a while: every frame is acknowledged at once. */
 #define RX_ACK_BATCH 8
 #define RX_ACK_DELAY_NS 100000ull
+/* Idle, an acknowledgement goes out whole before the call returns (the sender waits for it and
+ * NCCL may not call this comm again): the longest one call waits for room in the socket. */
+#define RX_ACK_IDLE_WAIT_NS 20000000ull
 
 /* Batching is only safe while a posted receive is still incomplete (NCCL will call test again);
  * otherwise no further call may come, and the sender must not wait on us. */
@@ -628,14 +628,16 @@ static void rx_send_acks(struct braid_comm *c) {
     struct braid_stream *s = &c->streams[i];
     if (s->dead) continue;
     /* An acknowledgement the socket took only part of goes out whole before any other. */
-    if (!s->ofi && !braid_ack_out_flush(&s->ack_out, s->fd)) continue;
+    if (!s->ofi && !(idle ? braid_ack_out_finish(&s->ack_out, s->fd, now + RX_ACK_IDLE_WAIT_NS)
+                          : braid_ack_out_flush(&s->ack_out, s->fd)))
+      continue;
     /* When NCCL may stop calling (idle), every stream tells the sender which messages are held:
      * a chunk re-sent after its rail failed can wait on another stream for a read that never
      * comes, when its first copy did arrive and only that copy's acknowledgement was lost with
      * the rail; the sender then completes the send without it. */
     bool tell = idle && c->held_below > s->held_sent;
     if (s->frames_recvd == s->frames_ack_sent && !tell) continue;
-    bool due = tell || late || (idle && s->ack_urgent);
+    bool due = tell || late || idle;
     if (!due && s->frames_recvd - s->frames_ack_sent < RX_ACK_BATCH) continue;
     struct braid_frame f = {.type = BRAID_FRAME_ACK, .seq = s->frames_recvd, .offset = c->held_below};
     uint8_t hdr[BRAID_FRAME_HDR_BYTES];
@@ -651,12 +653,12 @@ static void rx_send_acks(struct braid_comm *c) {
       sent = rc == 0;
     } else {
       /* Part of it may go out: the rest is flushed first on the next calls (framing kept). */
-      sent = braid_ack_out_send(&s->ack_out, s->fd, hdr);
+      sent = idle ? braid_ack_out_send_now(&s->ack_out, s->fd, hdr, now + RX_ACK_IDLE_WAIT_NS)
+                  : braid_ack_out_send(&s->ack_out, s->fd, hdr);
     }
     if (!sent) continue;
     s->frames_ack_sent = s->frames_recvd;
     s->held_sent = f.offset;
-    s->ack_urgent = false;
     c->last_ack_ns = now;
   }
 }

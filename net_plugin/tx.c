@@ -9,8 +9,10 @@
  * each chunk earliest; every chunk stays on its stream's FIFO until the receiver acknowledges it
  * (per-stream cumulative frame counts).  When a rail fails (a socket error, or the scheduler's
  * stall verdict: bytes in flight and no acknowledgement) its unacknowledged chunks are re-sent on
- * the others; when acknowledgements flow again on it, the rail is re-admitted as a probe.  Small
- * sends are copied, complete at once and are re-sent from the copy. */
+ * the others; when acknowledgements flow again on it, the rail is re-admitted as a probe.  No
+ * send completes before its acknowledgement, small ones included: NCCL calls test() only on
+ * sends it has not seen complete, and those calls are what place and re-send chunks, so a send
+ * reported done with a chunk still queued could leave the receiver waiting for ever. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,7 +219,6 @@ static struct braid_chunk *ck_new(struct braid_comm *c) {
 }
 
 static void ck_free(struct braid_comm *c, struct braid_chunk *ck) {
-  if (ck->owns_copy) free(ck->copy);
   ck->next = c->chunk_free;
   c->chunk_free = ck;
 }
@@ -249,32 +250,21 @@ static void fifo_prepend(struct braid_chunk_fifo *dst, struct braid_chunk_fifo *
   *src = (struct braid_chunk_fifo){0};
 }
 
-/* Cuts a send into chunks on the ready queue; a small one is copied and completes at once. */
+/* Cuts a send into chunks on the ready queue; it completes when every chunk is acknowledged. */
 ncclResult_t braid_tx_send(struct braid_comm *c, struct braid_req *r) {
   if (!c->acks) {
     c->pending[(c->pend_head + c->pend_count++) % BRAID_SEND_REQS] = r;
     return braid_tx_progress(c);
-  }
-  char *copy = NULL;
-  /* Not over ofi: a provider moves data only while it is driven, and nothing drives a send
-   * connection whose sends have all completed. */
-  if (r->size <= BRAID_COPY_MAX && !c->ofi) {
-    if (!(copy = malloc(r->size ? r->size : 1))) return ncclSystemError;
-    if (r->size) memcpy(copy, r->data, r->size);
-    r->copied = true;
-    r->done = true;
   }
   size_t off = 0;
   do {
     struct braid_chunk *ck = ck_new(c);
     if (!ck) return braid_comm_fail(c, ncclSystemError, "out of memory for chunk records");
     size_t len = r->size - off;
-    if (!copy && len > c->chunk) len = c->chunk;
-    *ck = (struct braid_chunk){.req = copy ? NULL : r, .data = (copy ? copy : r->data) + off,
-                               .copy = copy, .owns_copy = copy != NULL, .seq = r->seq,
-                               .size = r->size, .offset = off, .len = (uint32_t)len,
-                               .tag = r->tag, .rail = -1};
-    if (!copy) r->frames_out++;
+    if (len > c->chunk) len = c->chunk;
+    *ck = (struct braid_chunk){.req = r, .data = r->data + off, .seq = r->seq, .size = r->size,
+                               .offset = off, .len = (uint32_t)len, .tag = r->tag, .rail = -1};
+    r->frames_out++;
     fifo_push(&c->requeue, ck);
     c->pending_bytes += len;
     off += len;
@@ -585,10 +575,9 @@ static ncclResult_t tx_schedule(struct braid_comm *c, uint64_t now) {
       rail = tx_pick_equal(c, ck->len);
     } else {
       rail = braid_sched_pick(c->sched, ck->len, c->pending_bytes, now);
-      if (rail >= 0 && ck->len > TX_PROBE_LEN && !ck->copy &&
-          braid_sched_probe_due(c->sched, rail, now)) {
+      if (rail >= 0 && ck->len > TX_PROBE_LEN && braid_sched_probe_due(c->sched, rail, now)) {
         if (tx_split(c, ck, TX_PROBE_LEN)) return c->err; /* a probe is a small piece */
-      } else if (rail == BRAID_SCHED_WAIT && ck->len > TX_PROBE_LEN && !ck->copy) {
+      } else if (rail == BRAID_SCHED_WAIT && ck->len > TX_PROBE_LEN) {
         rail = braid_sched_pick(c->sched, TX_PROBE_LEN, c->pending_bytes, now);
         if (rail >= 0 && tx_split(c, ck, TX_PROBE_LEN)) return c->err;
       }

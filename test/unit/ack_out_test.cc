@@ -100,9 +100,11 @@ TEST(AckOut, AcknowledgementsWrittenInPiecesKeepTheConnectionWorking) {
     ShortWrites shorts;
     // Like NCCL, the next receive is posted before the current one completes: the receive comm
     // is still driven (by test on that receive) after the current message is in, which is when
-    // the rest of an acknowledgement goes out.  The last receive is for a small, copied send.
+    // the rest of an acknowledgement goes out.  The last receive is for a small send, which
+    // completes on its acknowledgement too: with no receive left, the receiver writes that one
+    // whole before test() returns, since NCCL may never call the receive comm again.
     const int count = 20;
-    const size_t size = 1 << 20;  // above the copy limit: the send completes on its acks
+    const size_t size = 1 << 20;
     std::vector<char> src(size);
     std::vector<std::vector<char>> dst(count + 1, std::vector<char>(size));
     int tag = 3;

@@ -619,6 +619,50 @@ TEST_F(LoopbackStreams, SlowReceiverIsWaitedForNotFailed) {
   }
 }
 
+// Small sends on a striped connection, driven as NCCL's proxy drives them: it calls test() only
+// on sends it has not seen complete, and a receiver that shows up later must still get every
+// byte.  A send reported done while its chunk still waited in the sender's queue (it used to be
+// copied and completed at once) left the receiver waiting for ever once the sender stopped.
+TEST_F(LoopbackStreams, SmallSendsStayOpenUntilTheReceiverHasThem) {
+  const int k = 256, window = 8;
+  std::vector<std::vector<char>> src;
+  for (int i = 0; i < k; i++) src.push_back(Pattern((64 << 10) - 64 * (i % 3), 100 + i));
+  std::vector<void*> sends;
+  int posted = 0, done_early = 0;
+  double end = Now() + 1.0;  // the receiver is not driven meanwhile
+  while (Now() < end) {
+    if (posted < k && sends.size() < window) {
+      void* q = nullptr;
+      ASSERT_EQ(net.isend(send_, src[posted].data(), src[posted].size(), 1, nullptr, nullptr, &q),
+                ncclSuccess);
+      if (q) sends.push_back(q), posted++;
+    }
+    for (size_t j = 0; j < sends.size();) {
+      int d = 0, sz = 0;
+      ASSERT_EQ(net.test(sends[j], &d, &sz), ncclSuccess);
+      if (d) sends.erase(sends.begin() + j), done_early++;
+      else j++;
+    }
+  }
+  // Now only the receiver and the sends still open are driven, as NCCL does.
+  for (int i = 0; i < posted; i++) {
+    std::vector<char> dst(64 << 10, 0x5a);
+    void* d = dst.data();
+    size_t cap = dst.size();
+    int tag = 1, got = -1;
+    void* rq = Irecv(1, &d, &cap, &tag);
+    ASSERT_EQ(Wait(rq, &got, &sends), ncclSuccess)
+        << "message " << i << " of " << posted << " (" << done_early
+        << " sends were reported done before the receiver read anything)";
+    ASSERT_EQ(got, (int)src[i].size()) << i;
+    ASSERT_TRUE(std::equal(src[i].begin(), src[i].end(), dst.begin())) << i;
+  }
+  for (void* q : sends) {
+    int got = 0;
+    if (q) { ASSERT_EQ(Wait(q, &got), ncclSuccess); }
+  }
+}
+
 TEST(NetLifetime, FinalizeAcceptsNullAndHalfBuiltContexts) {
   EXPECT_EQ(ncclNetPlugin_v11.finalize(nullptr), ncclSuccess);
 }
