@@ -29,6 +29,15 @@
 #             either side stay usable until their reachable time (15-45 s) lapses, then are
 #             probed and go FAILED; new resolutions fail after ~3 s. Status shows drop counts.
 #   shape     replace the tbf on both ends of one NIC (degrade or speed up), live, no reset.
+#   reset     resets the host's TCP connections on one NIC, as a middlebox or a peer's crash
+#             would, without SOCK_DESTROY (ss -K, absent from some kernels): for HOLD seconds
+#             (--hold, default 0.3) nftables, inet family, in the host's namespace answers every
+#             TCP segment the host sends on the NIC (except resets) with a TCP reset, so each of
+#             its connections there fails with ECONNRESET at its next send; the peer's end is
+#             reset by the RST the host's kernel answers its next segment with. New connections
+#             from the host on that NIC are refused meanwhile and succeed afterwards: the rule is
+#             removed when the command returns (nothing for restore to undo). Prints how many
+#             segments were answered with a reset.
 #   restore   undoes all of the above for one NIC: nft chains removed, configured rate back on
 #             both ends, switch port and host end up, address and rail route re-added (IPv4
 #             re-adds the route itself on link-up; restore makes sure). It waits (<= 3 s) until
@@ -70,6 +79,9 @@ commands:
                         admin-down (removes the rail route)
   blackhole HOST RAIL   drop everything (ARP too) to and from the NIC at its switch port;
                         the link stays UP
+  reset HOST RAIL [--hold SECONDS]
+                        reset the host's TCP connections on the NIC (TCP resets for SECONDS,
+                        default 0.3; then removed); prints how many segments were reset
   restore HOST RAIL     undo cut/blackhole/shape: back to the configured rate, routes re-added
   iperf A B RAIL [SECS] iperf3 server in B, client in A over rail RAIL; prints Mbit/s
   iperf-all A B [SECS]  one iperf3 stream per rail in parallel; per-rail and total Mbit/s
@@ -387,6 +399,29 @@ cmd_blackhole() {
   state_set "bh_$1_$2" 1
 }
 
+cmd_reset() {
+  local hold=0.3 ns table n
+  if [ $# -eq 4 ] && [ "$3" = --hold ]; then hold=$4
+  elif [ $# -ne 2 ]; then die "usage: $PROG reset HOST RAIL [--hold SECONDS]"; fi
+  [[ $hold =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "bad --hold '$hold' (seconds)"
+  nic_cmd "$1" "$2"
+  need_tools nft
+  ns=$(host_ns "$1") table="netbed_reset_$2"
+  ip netns exec "$ns" nft delete table inet "$table" 2>/dev/null || true
+  ip netns exec "$ns" nft -f - <<EOF
+table inet $table {
+  chain out {
+    type filter hook output priority 0; policy accept;
+    oifname "$(nic "$2")" tcp flags & rst != rst counter reject with tcp reset
+  }
+}
+EOF
+  sleep "$hold"
+  n=$(ip netns exec "$ns" nft list chain inet "$table" out | sed -n 's/.*counter packets \([0-9]*\).*/\1/p')
+  ip netns exec "$ns" nft delete table inet "$table"
+  echo "reset: ${n:-0} TCP segments of host $1 on $(nic "$2") answered with a reset in $hold s"
+}
+
 cmd_restore() {
   local hns dev
   [ $# -eq 2 ] || die "usage: $PROG restore HOST RAIL"
@@ -591,6 +626,7 @@ main() {
     shape) cmd_shape "$@" ;;
     cut) cmd_cut "$@" ;;
     blackhole) cmd_blackhole "$@" ;;
+    reset) cmd_reset "$@" ;;
     restore) cmd_restore "$@" ;;
     iperf) cmd_iperf "$@" ;;
     iperf-all) cmd_iperf_all "$@" ;;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Self-test of the netbed: builds a 2-host, 4-rail fabric at 200mbit and checks connectivity on
 # every rail, that tbf really limits (both directions), degrading a rail (also while traffic
-# runs), cut (carrier loss and admin-down) and restore, black hole and restore, and that down
+# runs), cut (carrier loss and admin-down) and restore, a reset of a running transfer's
+# connection, black hole and restore, and that down
 # leaves nothing behind. Needs root; skips (exit 0) with a message without it or without the
 # tools and kernel features. Takes about 25 s. Prints "netbed selftest: N passed, M failed" and
 # exits non-zero on failure. Its fabric has its own prefix, so it can run next to another one.
@@ -168,6 +169,22 @@ live=$(cat "$live_out")
 rm -f "$live_out"
 echo "    5 s transfer on rail 3, cut after 1 s, restored 1 s later: ${live:-none} Mbit/s"
 check "cut and restore while traffic runs: the transfer stalls and resumes" in_band "${live:-0}" 60 175
+
+# Reset while a 4 s transfer runs on rail 1: the transfer's connection fails, and the rule is
+# gone when reset returns, so a new transfer on the rail runs at the rate at once.
+live_out=$(mktemp)
+"$NB" iperf 0 1 1 4 >"$live_out" 2>&1 &
+live_pid=$!
+sleep 1
+reset_out=$("$NB" reset 0 1)
+echo "    $reset_out"
+live_rc=0
+wait "$live_pid" || live_rc=$?
+echo "    4 s transfer on rail 1, reset after 1 s: $(tail -n 1 "$live_out") (exit $live_rc)"
+rm -f "$live_out"
+check "reset: the host's segments on the rail were answered with resets" has '^reset: [1-9]' echo "$reset_out"
+check "reset: the transfer running on the rail fails" test "$live_rc" -ne 0
+check "reset: undone when it returns, a new transfer runs at the rate" iperf_in 0 1 1 2 "$RATE_MBIT"
 
 "$NB" cut 1 0 --admin
 check "cut --admin: rail route removed" no_route 1 0
