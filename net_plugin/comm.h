@@ -27,6 +27,7 @@ enum braid_req_kind { BRAID_REQ_FREE = 0, BRAID_REQ_SEND, BRAID_REQ_RECV };
 
 struct braid_comm;
 struct braid_chunk;
+struct braid_hs_conn;
 struct braid_ofi_ep;
 
 struct braid_recv_slot {
@@ -124,6 +125,7 @@ struct braid_stream {
   /* rejoin (rejoin.c): a broken or missing stream reconnected */
   int join_fd, join_state;
   size_t join_sent;
+  struct braid_hs_conn *join_hs; /* the attempt's handshake (hs.h) */
   uint64_t join_at_ns, join_backoff_ns;
   const char *rail_name; /* the local NIC, for logs */
   double rail_Bps;       /* its nominal speed */
@@ -229,9 +231,15 @@ struct braid_comm {
    * listening sockets, the sender where each rail goes */
   uint64_t conn_id;
   uint8_t secret[BRAID_SECRET_BYTES];
+  int auth_mode; /* BRAID_AUTH_* agreed at set-up: rejoins prove themselves the same way */
   int nlisten;
   int listen_fd[17];
-  struct { int fd; uint8_t hello[BRAID_HELLO_BYTES]; size_t got; uint64_t deadline_ns; } join[8];
+  struct {
+    int fd;
+    uint8_t chal[BRAID_CHALLENGE_BYTES], hello[BRAID_HELLO_BYTES];
+    size_t got;
+    uint64_t deadline_ns;
+  } join[8];
   int njoin;
   uint64_t next_join_ns;
   struct sockaddr_storage rail_addr[16];

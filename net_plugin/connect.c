@@ -1,8 +1,10 @@
 /* The sending side of connection set-up: connect(), non-blocking and polled by NCCL with the same
  * handle until it returns a comm.
  *
- * Stream 0 connects from the device's rail 0 to the address in the handle and sends its hello;
- * the listener answers with its rail list.  The connection then uses min(our rails, its rails)
+ * Stream 0 connects from the device's rail 0 to the address in the handle and answers the
+ * listener's challenge with its hello (hs.h: a proof of the handle's secret, never the secret);
+ * the listener's reply proves it knows the secret too and carries its rail list.  Every stream
+ * waits for its reply before it counts as connected.  The connection then uses min(our rails, its rails)
  * rails, BRAID_NSTREAMS streams on each, rail r to rail r (the same rail index on both ends, as
  * rail-only fabrics require).  The state machine lives behind a pointer in the handle's stage
  * bytes, checked against a process cookie so a garbled handle is never taken for a pointer. */
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "hs.h"
 #include "inputs.h"
 #include "log.h"
 #include "param.h"
@@ -24,7 +27,7 @@
 
 #define MAX_STREAMS (BRAID_MAX_STREAMS * BRAID_MAX_RAILS)
 
-enum { ST_IDLE, ST_CONNECTING, ST_HELLO, ST_LIST, ST_DONE, ST_FAILED };
+enum { ST_IDLE, ST_CONNECTING, ST_CHAL, ST_HELLO, ST_REPLY, ST_LIST, ST_DONE, ST_FAILED };
 
 #define RAIL_WAIT_NS 2000000000ull /* a rail past stream 0 that cannot connect this long is left
                                     * out; the connection starts without it and it rejoins later */
@@ -37,13 +40,14 @@ struct braid_connect {
   struct braid_handle peer;
   bool ofi;   /* this connection's data goes over libfabric */
   bool verbs; /* ... over verbs */
+  int caps, mode; /* this node's BRAID_CAPS_*, the connection's BRAID_AUTH_* */
   struct braid_raillist rails;
   uint8_t list[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];
   size_t list_got;
   char peer_str[64];
   uint64_t conn_id, deadline_ns, rail_deadline_ns, retry_at_ns;
   int fd[MAX_STREAMS], state[MAX_STREAMS];
-  size_t hello_sent[MAX_STREAMS];
+  struct braid_hs_conn hs[MAX_STREAMS];
 };
 
 /* Unfinished connects, so a finalize or unload frees what NCCL abandoned mid-connect. */
@@ -140,8 +144,26 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
                dev, device->name);
     return ncclInvalidUsage;
   }
+  int caps = braid_hs_caps();
+  if (caps < 0) return ncclInvalidUsage;
+  int mode = braid_hs_mode(caps, h.auth_caps);
+  char peer[64];
+  braid_sockaddr_str((struct sockaddr *)&h.addr, peer, sizeof peer);
+  if (mode == BRAID_AUTH_NONE) /* the listener is told (its reply ends the connect) and logs it */
+    BRAID_WARN("connect on device %d to %s: authentication modes disagree: this node %s, the "
+               "peer %s; set BRAID_NET_AUTH alike and install libsodium23 on every node", dev,
+               peer, caps & BRAID_CAPS_MAC ? "requires authentication (BRAID_NET_AUTH=required)"
+               : "cannot authenticate (no libsodium, or BRAID_NET_AUTH=plain)",
+               h.auth_caps & BRAID_CAPS_MAC ? "requires it" : "cannot");
+  if (mode == BRAID_AUTH_PLAIN)
+    BRAID_WARN_ONCE("connect on device %d to %s: the hello carries the connection secret in clear "
+                    "(%s has no libsodium, or BRAID_NET_AUTH=plain): anyone who reads the data "
+                    "network can attach streams; install libsodium23 on every node, or set "
+                    "BRAID_NET_AUTH=required", dev, peer,
+                    caps & BRAID_CAPS_MAC ? "the peer" : "this node");
   struct braid_connect *k = calloc(1, sizeof *k);
   if (!k) return ncclSystemError;
+  k->caps = caps, k->mode = mode;
   k->owner = owner;
   k->device = device;
   k->dev = dev;
@@ -151,12 +173,21 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
   k->per_rail = k->verbs ? 1 : (int)braid_param_int(BRAID_P_NSTREAMS); /* verbs stripes itself */
   k->nstreams = 1; /* stream 0 until the rail list says more */
   braid_sockaddr_str((struct sockaddr *)&h.addr, k->peer_str, sizeof k->peer_str);
-  braid_random(&k->conn_id, sizeof k->conn_id);
+  if (braid_random(&k->conn_id, sizeof k->conn_id) != 0) {
+    BRAID_WARN("connect on device %d to %s failed: no randomness", dev, k->peer_str);
+    free(k);
+    return ncclSystemError;
+  }
   k->deadline_ns = braid_now_ns() + (uint64_t)braid_param_int(BRAID_P_TIMEOUT_MS) * 1000000ull;
   k->rail_deadline_ns = braid_now_ns() + RAIL_WAIT_NS;
   for (int s = 0; s < MAX_STREAMS; s++) k->fd[s] = -1;
   pthread_mutex_lock(&connect_lock);
-  while (!connect_cookie) braid_random(&connect_cookie, sizeof connect_cookie);
+  if (!connect_cookie && braid_random(&connect_cookie, sizeof connect_cookie) != 0) {
+    pthread_mutex_unlock(&connect_lock);
+    free(k);
+    return ncclSystemError;
+  }
+  connect_cookie |= 1; /* never 0 */
   k->next = connect_list;
   connect_list = k;
   pthread_mutex_unlock(&connect_lock);
@@ -176,22 +207,30 @@ static const struct braid_iface *connect_local(const struct braid_connect *k, in
   return r < k->nprimary || s == 0 ? k->device->rail[r] : k->device->backup;
 }
 
-static ncclResult_t connect_send_hello(struct braid_connect *k, int s) {
+/* The hello answering stream s's challenge. */
+static ncclResult_t connect_make_hello(struct braid_connect *k, int s) {
   struct braid_hello hello = {.conn_id = k->conn_id, .stream = (uint16_t)s,
                               .per_rail = (uint16_t)k->per_rail,
                               .nrails = (uint16_t)(k->device->nrails + (k->device->backup != NULL)),
                               .nbackup = (uint16_t)(k->device->backup != NULL)};
   if (k->ofi) hello.flags |= BRAID_HELLO_OFI;
   if (k->verbs) hello.flags |= BRAID_HELLO_VERBS;
-  memcpy(hello.secret, k->peer.secret, sizeof hello.secret);
-  uint8_t buf[BRAID_HELLO_BYTES];
-  braid_hello_encode(&hello, buf);
-  ssize_t n = send(k->fd[s], buf + k->hello_sent[s], BRAID_HELLO_BYTES - k->hello_sent[s],
-                   MSG_DONTWAIT | MSG_NOSIGNAL);
-  if (n > 0) k->hello_sent[s] += (size_t)n;
-  else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return ncclRemoteError;
-  if (k->hello_sent[s] == BRAID_HELLO_BYTES) k->state[s] = s == 0 ? ST_LIST : ST_DONE;
+  char why[160];
+  if (braid_hs_hello(k->peer.secret, k->mode, k->caps, k->hs[s].chal, &hello, k->hs[s].hello, why,
+                     sizeof why) != 0)
+    return BRAID_WARN("connect to %s (stream %d): %s", k->peer_str, s, why), ncclRemoteError;
+  k->hs[s].auth = k->mode;
   return ncclSuccess;
+}
+
+/* The listener's reply on stream s (with the rail list on stream 0) checked. */
+static ncclResult_t connect_check_reply(struct braid_connect *k, int s) {
+  char why[256];
+  int rc = braid_hs_reply_check(k->peer.secret, &k->hs[s], s == 0 ? k->list : NULL,
+                                s == 0 ? k->list_got : 0, why, sizeof why);
+  if (rc == 0) return ncclSuccess;
+  BRAID_WARN("connect to %s on device %d (stream %d) failed: %s", k->peer_str, k->dev, s, why);
+  return rc == BRAID_REPLY_AUTH || rc == BRAID_REPLY_TRANSPORT ? ncclInvalidUsage : ncclRemoteError;
 }
 
 /* Stream 0 reads the listener's rail list; then every other stream can start. */
@@ -205,8 +244,7 @@ static ncclResult_t connect_read_list(struct braid_connect *k) {
   }
   ssize_t n = recv(k->fd[0], k->list + k->list_got, need - k->list_got, MSG_DONTWAIT);
   if (n == 0) {
-    BRAID_WARN("connect to %s: the listener closed the connection (wrong secret, or it is gone)",
-               k->peer_str);
+    BRAID_WARN("connect to %s: the listener closed the connection (it is gone)", k->peer_str);
     return ncclRemoteError;
   }
   if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? ncclSuccess : ncclRemoteError;
@@ -214,6 +252,8 @@ static ncclResult_t connect_read_list(struct braid_connect *k) {
   if (k->list_got < need || need == BRAID_RAILLIST_HDR) return ncclSuccess;
   if (braid_raillist_decode(k->list, k->list_got, &k->rails, why, sizeof why) != 0)
     return BRAID_WARN("connect to %s: %s", k->peer_str, why), ncclRemoteError;
+  ncclResult_t rc = connect_check_reply(k, 0);
+  if (rc) return rc;
   int theirs = k->rails.nrails - k->rails.nbackup, mine = k->device->nrails;
   k->nprimary = theirs < mine ? theirs : mine;
   k->nrails = k->nprimary + (k->rails.nbackup && k->device->backup);
@@ -247,12 +287,50 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
         return ncclSuccess;
       }
       if (rc < 0) break;
-      k->state[s] = ST_HELLO;
-      return connect_send_hello(k, s);
+      k->state[s] = ST_CHAL;
     }
-    case ST_HELLO:
-      if (connect_send_hello(k, s) == ncclSuccess) return ncclSuccess;
-      break;
+    /* fall through */
+    case ST_CHAL:
+    case ST_REPLY: {
+      bool chal = k->state[s] == ST_CHAL;
+      struct braid_hs_conn *hs = &k->hs[s];
+      int rc = chal ? braid_hs_recv(k->fd[s], hs->chal, sizeof hs->chal, &hs->chal_got)
+                    : braid_hs_recv(k->fd[s], hs->reply, sizeof hs->reply, &hs->reply_got);
+      if (rc == 0) {
+        if (now < (s == 0 ? k->deadline_ns : k->rail_deadline_ns)) return ncclSuccess;
+        errno = ETIMEDOUT;
+      }
+      if (rc <= 0 && s == 0) {
+        BRAID_WARN("connect to %s: the listener %s before answering stream 0 (it is gone, or "
+                   "dropped the stream: its log says why)", k->peer_str,
+                   rc == 0 ? "waited BRAID_TIMEOUT_MS" : "closed the connection");
+        return ncclRemoteError;
+      }
+      if (rc < 0) errno = ECONNRESET;
+      if (rc <= 0) break;
+      if (!chal) {
+        struct braid_reply r;
+        char why[64];
+        if (s == 0 && braid_reply_decode(hs->reply, &r, why, sizeof why) == 0 && r.status == BRAID_REPLY_OK) {
+          k->state[s] = ST_LIST;
+          return connect_read_list(k);
+        }
+        ncclResult_t err = connect_check_reply(k, s);
+        if (err) return err;
+        k->state[s] = ST_DONE;
+        return ncclSuccess;
+      }
+      ncclResult_t err = connect_make_hello(k, s);
+      if (err) return err;
+      k->state[s] = ST_HELLO;
+    }
+    /* fall through */
+    case ST_HELLO: {
+      int rc = braid_hs_send(k->fd[s], k->hs[s].hello, BRAID_HELLO_BYTES, &k->hs[s].hello_sent);
+      if (rc < 0) break;
+      if (rc == 1) k->state[s] = ST_REPLY;
+      return ncclSuccess;
+    }
     case ST_LIST:
       return connect_read_list(k);
     default:
@@ -264,7 +342,7 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
   close(k->fd[s]);
   k->fd[s] = -1;
   k->state[s] = ST_IDLE;
-  k->hello_sent[s] = 0;
+  memset(&k->hs[s], 0, sizeof k->hs[s]);
   bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET ||
                (s > 0 && (err == ENETUNREACH || err == EHOSTUNREACH));
   if (retry && now < (s == 0 ? k->deadline_ns : k->rail_deadline_ns)) {
@@ -294,6 +372,7 @@ static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
   c->ofi = k->ofi;
   c->verbs = k->verbs;
   memcpy(c->secret, k->peer.secret, sizeof c->secret);
+  c->auth_mode = k->mode;
   for (int r = 0; r < k->nrails; r++) {
     c->rail_ifc[r] = connect_local(k, r == 0 ? 0 : r);
     c->rail_addr[r] = r == 0 ? k->peer.addr : *connect_target(k, r);

@@ -1,10 +1,11 @@
 /* The receiving side of connection set-up: listen and accept, non-blocking, polled by NCCL.
  *
  * listen() opens a listening socket on every rail of the device and puts rail 0's address and a
- * random secret in NCCL's handle.  Every incoming stream must start with a hello carrying the
- * secret; one that does not is logged and dropped, never accepted.  Stream 0's hello is answered
- * with the rail list (the other rails' addresses do not fit in the handle).  accept() groups
- * streams by connection id and hands out the connection once all of them have arrived. */
+ * random secret in NCCL's handle.  Every incoming stream is sent a challenge and must answer with
+ * a hello proving it knows the secret (hs.h); one that does not is logged and dropped, never
+ * accepted.  The reply proves the listener knows it too, and on stream 0 carries the rail list
+ * (the other rails' addresses do not fit in the handle).  accept() groups streams by connection
+ * id and hands out the connection once all of them have arrived. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "hs.h"
 #include "inputs.h"
 #include "log.h"
 #include "param.h"
@@ -26,6 +28,7 @@
 
 struct listen_pending {
   int fd;
+  uint8_t chal[BRAID_CHALLENGE_BYTES];
   uint8_t hello[BRAID_HELLO_BYTES];
   size_t got;
   uint64_t deadline_ns;
@@ -35,6 +38,7 @@ struct listen_pending {
 struct listen_partial {
   uint64_t conn_id;
   enum braid_transport transport; /* the connector's choice for this connection (its hello) */
+  int auth;                       /* BRAID_AUTH_* of its hellos */
   int nstreams, count, nrails, nprimary;
   uint64_t first_ns;
   int fds[BRAID_MAX_STREAMS * BRAID_MAX_RAILS];
@@ -46,6 +50,7 @@ struct braid_listen {
   int dev;
   const struct braid_device *device;
   int nfd;                    /* the device's rails, then its backup rail */
+  int caps;                   /* BRAID_CAPS_* of this node, in the handle */
   int fd[BRAID_MAX_RAILS + 1];
   uint8_t secret[BRAID_SECRET_BYTES];
   uint8_t raillist[BRAID_RAILLIST_BYTES(BRAID_MAX_RAILS)];
@@ -79,6 +84,8 @@ ncclResult_t braid_setup_listen(const struct braid_device *device, int dev, void
   l->kind = BRAID_COMM_LISTEN;
   l->dev = dev;
   l->device = device;
+  l->caps = braid_hs_caps();
+  if (l->caps < 0) return free(l), ncclInvalidUsage;
   l->nfd = device->nrails + (device->backup != NULL);
   for (int r = 0; r <= BRAID_MAX_RAILS; r++) l->fd[r] = -1;
   struct braid_raillist rails = {.nrails = l->nfd, .nbackup = device->backup != NULL};
@@ -96,9 +103,14 @@ ncclResult_t braid_setup_listen(const struct braid_device *device, int dev, void
   l->raillist_len = braid_raillist_encode(&rails, l->raillist);
   struct braid_handle h = {0};
   h.addr = rails.addr[0];
-  braid_random(l->secret, sizeof l->secret);
+  if (braid_random(l->secret, sizeof l->secret) != 0 ||
+      braid_random(&h.listen_id, sizeof h.listen_id) != 0) {
+    BRAID_WARN("listen on device %d failed: no randomness for the connection secret", dev);
+    listen_free(l);
+    return ncclSystemError;
+  }
   memcpy(h.secret, l->secret, sizeof h.secret);
-  braid_random(&h.listen_id, sizeof h.listen_id);
+  h.auth_caps = (uint8_t)l->caps;
   h.tuner_fp = braid_tuner_fingerprint();
   enum braid_transport kind = braid_transport_kind();
   h.transport = (uint8_t)((kind == BRAID_TRANSPORT_OFI ? BRAID_HANDLE_OFI : 0) |
@@ -133,6 +145,11 @@ static void listen_accept_new(struct braid_listen *l) {
       p->fd = fd;
       p->deadline_ns = braid_now_ns() + (uint64_t)braid_param_int(BRAID_P_TIMEOUT_MS) * 1000000ull;
       braid_sockaddr_str((struct sockaddr *)&sa, p->peer, sizeof p->peer);
+      size_t sent = 0; /* a fresh socket takes the whole challenge */
+      if (braid_hs_challenge(p->chal) != 0)
+        listen_drop(l, l->npending - 1, "no randomness for its challenge");
+      else if (braid_hs_send(fd, p->chal, sizeof p->chal, &sent) != 1)
+        listen_drop(l, l->npending - 1, "could not send the challenge");
     }
   }
 }
@@ -172,46 +189,52 @@ static struct listen_partial *listen_hello(struct braid_listen *l, int i, uint64
                                            int *dropped) {
   struct listen_pending *p = &l->pending[i];
   *dropped = 1;
-  ssize_t n = recv(p->fd, p->hello + p->got, BRAID_HELLO_BYTES - p->got, MSG_DONTWAIT);
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-    return listen_drop(l, i, "closed before completing its hello"), NULL;
-  if (n > 0) p->got += (size_t)n;
-  if (p->got < BRAID_HELLO_BYTES) {
+  int rc = braid_hs_recv(p->fd, p->hello, BRAID_HELLO_BYTES, &p->got);
+  if (rc < 0) return listen_drop(l, i, "closed before completing its hello"), NULL;
+  if (rc == 0) {
     if (now > p->deadline_ns) return listen_drop(l, i, "sent no hello in time (BRAID_TIMEOUT_MS)"), NULL;
     *dropped = 0;
     return NULL;
   }
   struct braid_hello h;
-  char why[128];
-  if (braid_hello_decode(p->hello, &h, why, sizeof why) != 0) return listen_drop(l, i, why), NULL;
-  if (!braid_secret_equal(h.secret, l->secret))
-    return listen_drop(l, i, "wrong secret (a stray or misdirected connection)"), NULL;
+  char why[256];
+  int status = braid_hs_hello_check(l->secret, l->caps, -1, p->chal, p->hello, &h, why, sizeof why);
   /* The connector chose the transport from ours (in the handle) and its own. */
   enum braid_transport theirs = h.flags & BRAID_HELLO_VERBS ? BRAID_TRANSPORT_VERBS
                                 : h.flags & BRAID_HELLO_OFI ? BRAID_TRANSPORT_OFI
                                                             : BRAID_TRANSPORT_SOCKET;
   enum braid_transport mine = braid_transport_kind();
-  if (theirs != BRAID_TRANSPORT_SOCKET && theirs != mine) {
-    char why2[160];
-    snprintf(why2, sizeof why2, "the peer sends over %s, this process uses %s: set BRAID_TRANSPORT "
+  if (status == BRAID_REPLY_OK && theirs != BRAID_TRANSPORT_SOCKET && theirs != mine) {
+    snprintf(why, sizeof why, "the peer sends over %s, this process uses %s: set BRAID_TRANSPORT "
              "alike on every node", braid_transport_word(theirs), braid_transport_word(mine));
-    return listen_drop(l, i, why2), NULL;
+    status = BRAID_REPLY_TRANSPORT;
   }
-  if (theirs == BRAID_TRANSPORT_SOCKET && mine != BRAID_TRANSPORT_SOCKET && braid_transport_forced()) {
-    char why2[160];
-    snprintf(why2, sizeof why2, "the peer sends over TCP sockets, this process was told to use %s "
+  if (status == BRAID_REPLY_OK && theirs == BRAID_TRANSPORT_SOCKET && mine != BRAID_TRANSPORT_SOCKET &&
+      braid_transport_forced()) {
+    snprintf(why, sizeof why, "the peer sends over TCP sockets, this process was told to use %s "
              "(BRAID_TRANSPORT): set BRAID_TRANSPORT alike on every node", braid_transport_word(mine));
-    return listen_drop(l, i, why2), NULL;
+    status = BRAID_REPLY_TRANSPORT;
   }
-  if (h.stream == 0 &&
-      send(p->fd, l->raillist, l->raillist_len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)l->raillist_len)
-    return listen_drop(l, i, "could not send the rail list"), NULL;
-  struct listen_partial *c = listen_file(l, p, &h);
-  if (!c) return listen_drop(l, i, "inconsistent stream numbering"), NULL;
-  if (c->count == 1) c->transport = theirs;
-  else if (c->transport != theirs) {
-    c->fds[h.stream] = -1, c->count--; /* not filed after all: the drop closes it */
-    return listen_drop(l, i, "streams of one connection on two transports"), NULL;
+  struct listen_partial *c = status == BRAID_REPLY_OK ? listen_file(l, p, &h) : NULL;
+  if (status == BRAID_REPLY_OK && !c) {
+    snprintf(why, sizeof why, "inconsistent stream numbering");
+    status = BRAID_REPLY_STREAM;
+  }
+  if (c && c->count == 1) c->transport = theirs, c->auth = h.auth;
+  else if (c && (c->transport != theirs || c->auth != h.auth)) {
+    snprintf(why, sizeof why, "streams of one connection on two transports or authentications");
+    status = BRAID_REPLY_STREAM;
+  }
+  uint8_t reply[BRAID_REPLY_BYTES + sizeof l->raillist];
+  size_t len = braid_hs_reply(l->secret, status, p->chal, p->hello, h.stream == 0 ? l->raillist : NULL,
+                              l->raillist_len, reply), sent = 0;
+  if (braid_hs_send(p->fd, reply, len, &sent) != 1 && status == BRAID_REPLY_OK) {
+    snprintf(why, sizeof why, "could not send its reply");
+    status = BRAID_REPLY_STREAM;
+  }
+  if (status != BRAID_REPLY_OK) {
+    if (c) c->fds[h.stream] = -1, c->count--; /* not filed after all: the drop closes it */
+    return listen_drop(l, i, why), NULL;
   }
   l->pending[i] = l->pending[--l->npending];
   return c;
@@ -234,6 +257,7 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct listen_partial 
   rc->ofi = c->transport == BRAID_TRANSPORT_OFI;
   rc->verbs = c->transport == BRAID_TRANSPORT_VERBS;
   memcpy(rc->secret, l->secret, sizeof rc->secret);
+  rc->auth_mode = c->auth;
   if (c->nstreams > 1 && c->transport == BRAID_TRANSPORT_SOCKET) { /* sockets stay, for rejoins */
     for (int r = 0; r < l->nfd; r++) rc->listen_fd[r] = l->fd[r], l->fd[r] = -1;
     rc->nlisten = l->nfd;

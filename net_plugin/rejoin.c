@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "hs.h"
 #include "log.h"
 #include "sched.h"
 #include "sock.h"
@@ -20,27 +21,32 @@
 #define JOIN_HELLO_WAIT_NS 5000000000ull
 #define JOIN_CONNECT_WAIT_NS 1000000000ull
 
-enum { J_IDLE, J_CONNECTING, J_HELLO };
+enum { J_IDLE, J_CONNECTING, J_CHAL, J_HELLO, J_REPLY };
 
 /* ---------- sender ---------- */
 
-static void join_retry_later(struct braid_stream *s, uint64_t now) {
+static void join_end_attempt(struct braid_stream *s) {
   if (s->join_fd >= 0) close(s->join_fd);
   s->join_fd = -1;
   s->join_state = J_IDLE;
-  s->join_sent = 0;
+  free(s->join_hs);
+  s->join_hs = NULL;
+}
+
+static void join_retry_later(struct braid_stream *s, uint64_t now) {
+  join_end_attempt(s);
   s->join_backoff_ns = s->join_backoff_ns ? 2 * s->join_backoff_ns : JOIN_BACKOFF_MIN_NS;
   if (s->join_backoff_ns > JOIN_BACKOFF_MAX_NS) s->join_backoff_ns = JOIN_BACKOFF_MAX_NS;
   s->join_at_ns = now + s->join_backoff_ns;
 }
 
-/* The new socket replaces the broken one; both ends count frames from zero again. */
+/* The receiver confirmed: the new socket replaces the broken one; both ends count frames from
+ * zero again. */
 static void join_revive(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
   if (s->fd >= 0) close(s->fd);
   s->fd = s->join_fd;
   s->join_fd = -1;
-  s->join_state = J_IDLE;
-  s->join_sent = 0;
+  join_end_attempt(s);
   s->join_backoff_ns = 0;
   braid_sock_tune(s->fd);
   braid_sock_short_queue(s->fd);
@@ -57,11 +63,30 @@ static void join_revive(struct braid_comm *c, struct braid_stream *s, uint64_t n
   if (rail_up) braid_sched_restored(c->sched, s->rail, now);
 }
 
+/* The rejoin hello: the connection's own shape (per_rail streams on each of its nrails rails, the
+ * last a borrowed backup when nprimary < nrails), proven like the set-up's. */
+static int join_hello(struct braid_comm *c, struct braid_stream *s) {
+  struct braid_hello h = {.conn_id = c->conn_id, .stream = (uint16_t)(s - c->streams),
+                          .per_rail = (uint16_t)(c->nstreams / c->nrails),
+                          .nrails = (uint16_t)c->nrails,
+                          .nbackup = (uint16_t)(c->nrails - c->nprimary),
+                          .flags = BRAID_HELLO_REJOIN};
+  char why[128];
+  int caps = c->auth_mode == BRAID_AUTH_MAC ? BRAID_CAPS_MAC : 0; /* as far as this connection goes */
+  if (braid_hs_hello(c->secret, c->auth_mode, caps, s->join_hs->chal, &h,
+                     s->join_hs->hello, why, sizeof why) != 0) {
+    BRAID_INFO(NCCL_NET, "rejoin of stream %d to %s: %s", h.stream, c->peer, why);
+    return -1;
+  }
+  s->join_hs->auth = c->auth_mode;
+  return 0;
+}
+
 static void join_step(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
-  int idx = (int)(s - c->streams);
   if (s->join_state == J_IDLE) {
     if (now < s->join_at_ns) return;
-    s->join_fd = braid_sock_open(c->rail_ifc[s->rail]);
+    s->join_hs = calloc(1, sizeof *s->join_hs);
+    s->join_fd = s->join_hs ? braid_sock_open(c->rail_ifc[s->rail]) : -1;
     const struct sockaddr_storage *to = &c->rail_addr[s->rail];
     socklen_t len = to->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     if (s->join_fd < 0 ||
@@ -79,18 +104,30 @@ static void join_step(struct braid_comm *c, struct braid_stream *s, uint64_t now
       if (now - s->join_at_ns > JOIN_CONNECT_WAIT_NS) join_retry_later(s, now);
       return;
     }
-    s->join_state = J_HELLO;
+    s->join_state = J_CHAL;
   }
-  struct braid_hello h = {.conn_id = c->conn_id, .stream = (uint16_t)idx, .per_rail = 1,
-                          .nrails = (uint16_t)c->nstreams, .flags = BRAID_HELLO_REJOIN};
-  memcpy(h.secret, c->secret, sizeof h.secret);
-  uint8_t buf[BRAID_HELLO_BYTES];
-  braid_hello_encode(&h, buf);
-  ssize_t n = send(s->join_fd, buf + s->join_sent, sizeof buf - s->join_sent,
-                   MSG_DONTWAIT | MSG_NOSIGNAL);
-  if (n > 0) s->join_sent += (size_t)n;
-  else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return join_retry_later(s, now);
-  if (s->join_sent == sizeof buf) join_revive(c, s, now);
+  struct braid_hs_conn *hs = s->join_hs;
+  int rc = 1;
+  if (s->join_state == J_CHAL) {
+    rc = braid_hs_recv(s->join_fd, hs->chal, sizeof hs->chal, &hs->chal_got);
+    if (rc == 1 && join_hello(c, s) != 0) rc = -1;
+    if (rc == 1) s->join_state = J_HELLO;
+  }
+  if (s->join_state == J_HELLO) {
+    rc = braid_hs_send(s->join_fd, hs->hello, sizeof hs->hello, &hs->hello_sent);
+    if (rc == 1) s->join_state = J_REPLY;
+  }
+  if (s->join_state == J_REPLY) {
+    rc = braid_hs_recv(s->join_fd, hs->reply, sizeof hs->reply, &hs->reply_got);
+    char why[256];
+    if (rc == 1 && braid_hs_reply_check(c->secret, hs, NULL, 0, why, sizeof why) != 0) {
+      BRAID_WARN_ONCE("rejoin of send stream %d to %s refused: %s", (int)(s - c->streams), c->peer, why);
+      BRAID_INFO(NCCL_NET, "rejoin of send stream %d to %s refused: %s", (int)(s - c->streams), c->peer, why);
+      rc = -1;
+    }
+    if (rc == 1) return join_revive(c, s, now);
+  }
+  if (rc < 0 || now - s->join_at_ns > JOIN_HELLO_WAIT_NS) join_retry_later(s, now);
 }
 
 void braid_rejoin_connect(struct braid_comm *c, uint64_t now) {
@@ -123,28 +160,60 @@ static void join_replace(struct braid_comm *c, int i, const struct braid_hello *
              s->rail_name, c->peer);
 }
 
-static void join_hello(struct braid_comm *c, int i, uint64_t now) {
-  ssize_t n = recv(c->join[i].fd, c->join[i].hello + c->join[i].got,
-                   BRAID_HELLO_BYTES - c->join[i].got, MSG_DONTWAIT);
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-    return join_drop(c, i, "closed before completing its hello");
-  if (n > 0) c->join[i].got += (size_t)n;
-  if (c->join[i].got < BRAID_HELLO_BYTES) {
+/* A rejoin hello proven (with this attempt's challenge: a recorded one fails), naming a stream of
+ * this connection in its shape: the sender is told, then the stream replaced. */
+static void join_check(struct braid_comm *c, int i, uint64_t now) {
+  int rc = braid_hs_recv(c->join[i].fd, c->join[i].hello, BRAID_HELLO_BYTES, &c->join[i].got);
+  if (rc < 0) return join_drop(c, i, "closed before completing its hello");
+  if (rc == 0) {
     if (now > c->join[i].deadline_ns) join_drop(c, i, "sent no hello in time");
     return;
   }
-  struct braid_hello h;
-  char why[128];
-  if (braid_hello_decode(c->join[i].hello, &h, why, sizeof why) != 0) return join_drop(c, i, why);
-  bool d = !braid_secret_equal(h.secret, c->secret);
-  if (d || h.conn_id != c->conn_id || !(h.flags & BRAID_HELLO_REJOIN) || h.stream >= c->nstreams) {
-    snprintf(why, sizeof why, "not a stream of this connection (%s%s%s%s)", d ? "wrong secret " : "",
-             h.conn_id != c->conn_id ? "other connection " : "",
+  struct braid_hello h = {0};
+  char why[256];
+  int status = braid_hs_hello_check(c->secret, 0, c->auth_mode, c->join[i].chal, c->join[i].hello,
+                                    &h, why, sizeof why);
+  int nbackup = c->nrails - c->nprimary;
+  if (status == BRAID_REPLY_OK &&
+      (h.conn_id != c->conn_id || !(h.flags & BRAID_HELLO_REJOIN) || h.stream >= c->nstreams ||
+       h.nrails != c->nrails || h.per_rail * h.nrails != c->nstreams || h.nbackup != nbackup)) {
+    snprintf(why, sizeof why, "not a stream of this connection (%s%s%s, %u per rail on %u rails "
+             "where this connection has %d on %d)", h.conn_id != c->conn_id ? "other connection " : "",
              !(h.flags & BRAID_HELLO_REJOIN) ? "not a rejoin " : "",
-             h.stream >= c->nstreams ? "stream index out of range" : "");
-    return join_drop(c, i, why);
+             h.stream >= c->nstreams ? "stream index out of range" : "", h.per_rail, h.nrails,
+             c->nstreams / c->nrails, c->nrails);
+    status = BRAID_REPLY_STREAM;
   }
+  uint8_t reply[BRAID_REPLY_BYTES];
+  size_t len = braid_hs_reply(c->secret, status, c->join[i].chal, c->join[i].hello, NULL, 0, reply),
+         sent = 0;
+  if (braid_hs_send(c->join[i].fd, reply, len, &sent) != 1 && status == BRAID_REPLY_OK) {
+    snprintf(why, sizeof why, "could not send its reply");
+    status = BRAID_REPLY_STREAM;
+  }
+  if (status != BRAID_REPLY_OK) return join_drop(c, i, why);
   join_replace(c, i, &h);
+}
+
+/* A new connection on a rejoin listener: challenged at once.  When every slot is taken the one
+ * closest to its deadline makes room, so connections that never say anything cannot keep a real
+ * rejoin out for longer than JOIN_HELLO_WAIT_NS. */
+static void join_new(struct braid_comm *c, int fd, uint64_t now) {
+  if (c->njoin == 8) {
+    int oldest = 0;
+    for (int i = 1; i < c->njoin; i++)
+      if (c->join[i].deadline_ns < c->join[oldest].deadline_ns) oldest = i;
+    join_drop(c, oldest, "too many rejoins without a hello");
+  }
+  int i = c->njoin++;
+  c->join[i].fd = fd;
+  c->join[i].got = 0;
+  c->join[i].deadline_ns = now + JOIN_HELLO_WAIT_NS;
+  size_t sent = 0;
+  if (braid_hs_challenge(c->join[i].chal) != 0)
+    join_drop(c, i, "no randomness for its challenge");
+  else if (braid_hs_send(fd, c->join[i].chal, sizeof c->join[i].chal, &sent) != 1)
+    join_drop(c, i, "could not send the challenge");
 }
 
 void braid_rejoin_accept(struct braid_comm *c, uint64_t now) {
@@ -152,23 +221,15 @@ void braid_rejoin_accept(struct braid_comm *c, uint64_t now) {
   c->next_join_ns = now + JOIN_ACCEPT_EVERY_NS;
   for (int r = 0; r < c->nlisten; r++) {
     int fd;
-    while ((fd = accept4(c->listen_fd[r], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-      if (c->njoin == 8) {
-        close(fd);
-        continue;
-      }
-      c->join[c->njoin].fd = fd;
-      c->join[c->njoin].got = 0;
-      c->join[c->njoin++].deadline_ns = now + JOIN_HELLO_WAIT_NS;
-    }
+    while ((fd = accept4(c->listen_fd[r], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
+      join_new(c, fd, now);
   }
-  for (int i = c->njoin - 1; i >= 0; i--) join_hello(c, i, now);
+  for (int i = c->njoin - 1; i >= 0; i--) join_check(c, i, now);
 }
 
 void braid_rejoin_free(struct braid_comm *c) {
   for (int r = 0; r < c->nlisten; r++) close(c->listen_fd[r]);
   for (int i = 0; i < c->njoin; i++) close(c->join[i].fd);
-  for (int i = 0; c->streams && i < c->nstreams; i++)
-    if (c->streams[i].join_fd >= 0) close(c->streams[i].join_fd);
+  for (int i = 0; c->streams && i < c->nstreams; i++) join_end_attempt(&c->streams[i]);
   c->nlisten = c->njoin = 0;
 }

@@ -6,26 +6,38 @@
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "param.h"
 #include "wire.h"
 
-void braid_random(void *buf, size_t len) {
+/* The kernel's CSPRNG: getrandom, or /dev/urandom where a seccomp filter or an old kernel
+ * refuses the system call. */
+static int random_os(void *buf, size_t len) {
   uint8_t *p = buf;
+  int fd = -1;
   while (len > 0) {
-    ssize_t n = getrandom(p, len, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      /* No entropy source: fall back to time and address bits (ids only need uniqueness). */
-      uint64_t x = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)p ^ ((uint64_t)getpid() << 32);
-      for (size_t i = 0; i < len; i++) x = x * 6364136223846793005ull + 1442695040888963407ull, p[i] = (uint8_t)(x >> 56);
-      return;
+    ssize_t n = fd < 0 ? getrandom(p, len, 0) : read(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && fd < 0 && (errno == ENOSYS || errno == EPERM)) {
+      fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) continue;
     }
+    if (n <= 0) break;
     p += n, len -= (size_t)n;
   }
+  if (fd >= 0) close(fd);
+  return len == 0 ? 0 : -1;
+}
+
+int (*braid_random_source)(void *buf, size_t len) = random_os;
+
+int braid_random(void *buf, size_t len) {
+  if (braid_random_source(buf, len) == 0) return 0;
+  BRAID_WARN("no randomness available (getrandom and /dev/urandom failed: %s): braid cannot make "
+             "connection secrets or nonces", strerror(errno));
+  return -1;
 }
 
 int braid_sock_open(const struct braid_iface *ifc) {
@@ -124,10 +136,4 @@ int braid_sock_poke(int fd) {
 void braid_sock_short_queue(int fd) {
   int lowat = 64 << 10;
   setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
-}
-
-bool braid_secret_equal(const uint8_t *a, const uint8_t *b) {
-  uint8_t d = 0;
-  for (int i = 0; i < BRAID_SECRET_BYTES; i++) d |= a[i] ^ b[i];
-  return d == 0;
 }

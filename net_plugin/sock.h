@@ -32,9 +32,10 @@ int braid_sock_poke(int fd);
 bool braid_sock_retransmitting(int fd);
 /* A short unsent queue (TCP_NOTSENT_LOWAT), so a slow rail's backlog stays short in time. */
 void braid_sock_short_queue(int fd);
-/* Constant-time comparison of two secrets. */
-bool braid_secret_equal(const uint8_t *a, const uint8_t *b);
-/* Random bytes for secrets and ids. */
-void braid_random(void *buf, size_t len);
+/* Random bytes for secrets, nonces and ids from the kernel; -1 with a WARN when none are
+ * available (callers fail: there is no weaker fallback). */
+int braid_random(void *buf, size_t len);
+/* Where braid_random's bytes come from: 0 or -1 (errno set).  A test hook. */
+extern int (*braid_random_source)(void *buf, size_t len);
 
 #endif

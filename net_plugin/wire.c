@@ -5,6 +5,8 @@
 
 #define HANDLE_MAGIC 0x31445242u /* "BRD1" */
 #define HELLO_MAGIC 0x48445242u  /* "BRDH" */
+#define CHALLENGE_MAGIC 0x43445242u /* "BRDC" */
+#define REPLY_MAGIC 0x41445242u     /* "BRDA" */
 #define FRAME_MAGIC 0xB7ADu
 
 static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
@@ -22,7 +24,8 @@ static uint64_t get64(const uint8_t *p) {
   return v;
 }
 
-/* Handle: magic(4) version(1) family(1) port(2, network order) addr(16) secret(16) id(8). */
+/* Handle: magic(4) version(1) family(1) port(2, network order) addr(16) secret(16) id(8)
+ * tuner_fp(8) transport(1) auth_caps(1). */
 void braid_handle_encode(const struct braid_handle *h, void *buf) {
   uint8_t *p = buf;
   memset(p, 0, BRAID_HANDLE_BYTES);
@@ -43,6 +46,7 @@ void braid_handle_encode(const struct braid_handle *h, void *buf) {
   put64(p + 40, h->listen_id);
   put64(p + 48, h->tuner_fp);
   p[56] = h->transport;
+  p[57] = h->auth_caps;
 }
 
 int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size_t errlen) {
@@ -81,6 +85,11 @@ int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size
   h->listen_id = get64(p + 40);
   h->tuner_fp = get64(p + 48);
   h->transport = p[56];
+  h->auth_caps = p[57];
+  if (h->auth_caps & ~(BRAID_CAPS_MAC | BRAID_CAPS_REQUIRED)) {
+    snprintf(err, errlen, "handle has unknown authentication bits 0x%x", h->auth_caps);
+    return -1;
+  }
   if ((h->transport & ~(BRAID_HANDLE_OFI | BRAID_HANDLE_FORCED | BRAID_HANDLE_VERBS)) ||
       (h->transport & BRAID_HANDLE_OFI && h->transport & BRAID_HANDLE_VERBS)) {
     snprintf(err, errlen, "handle has unknown transport bits 0x%x", h->transport);
@@ -89,7 +98,26 @@ int braid_handle_decode(const void *buf, struct braid_handle *h, char *err, size
   return 0;
 }
 
-/* Hello: magic(4) version(2) stream(2) per_rail(2) nrails(2) nbackup(2) flags(2) conn_id(8) secret(16). */
+void braid_challenge_encode(const struct braid_challenge *c, uint8_t out[BRAID_CHALLENGE_BYTES]) {
+  memset(out, 0, BRAID_CHALLENGE_BYTES);
+  put32(out, CHALLENGE_MAGIC);
+  put16(out + 4, BRAID_WIRE_VERSION);
+  memcpy(out + 8, c->nonce, BRAID_NONCE_BYTES);
+}
+
+int braid_challenge_decode(const uint8_t in[BRAID_CHALLENGE_BYTES], struct braid_challenge *c,
+                           char *err, size_t errlen) {
+  if (get32(in) != CHALLENGE_MAGIC) return snprintf(err, errlen, "not a braid challenge"), -1;
+  if (get16(in + 4) != BRAID_WIRE_VERSION)
+    return snprintf(err, errlen, "challenge from wire version %u, this library speaks %u",
+                    get16(in + 4), BRAID_WIRE_VERSION), -1;
+  if (get16(in + 6)) return snprintf(err, errlen, "challenge has unknown bits"), -1;
+  memcpy(c->nonce, in + 8, BRAID_NONCE_BYTES);
+  return 0;
+}
+
+/* Hello: magic(4) version(2) stream(2) per_rail(2) nrails(2) nbackup(2) flags(2) conn_id(8)
+ * auth(1) caps(1) zero(6) nonce(16) | proof(32). */
 void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYTES]) {
   memset(out, 0, BRAID_HELLO_BYTES);
   put32(out, HELLO_MAGIC);
@@ -100,22 +128,32 @@ void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYT
   put16(out + 12, h->nbackup);
   put16(out + 14, h->flags);
   put64(out + 16, h->conn_id);
-  memcpy(out + 24, h->secret, BRAID_SECRET_BYTES);
+  out[24] = h->auth;
+  out[25] = h->caps;
+  memcpy(out + 32, h->nonce, BRAID_NONCE_BYTES);
+  memcpy(out + BRAID_HELLO_SIGNED, h->proof, BRAID_PROOF_BYTES);
 }
 
 int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *h, char *err,
                        size_t errlen) {
   if (get32(in) != HELLO_MAGIC) return snprintf(err, errlen, "not a braid hello"), -1;
   if (get16(in + 4) != BRAID_WIRE_VERSION)
-    return snprintf(err, errlen, "hello from wire version %u", get16(in + 4)), -1;
+    return snprintf(err, errlen, "hello from wire version %u, this library speaks %u",
+                    get16(in + 4), BRAID_WIRE_VERSION), -1;
   h->stream = get16(in + 6);
   h->per_rail = get16(in + 8);
   h->nrails = get16(in + 10);
   h->nbackup = get16(in + 12);
   h->flags = get16(in + 14);
+  h->auth = in[24];
+  h->caps = in[25];
   if ((h->flags & ~(BRAID_HELLO_REJOIN | BRAID_HELLO_OFI | BRAID_HELLO_VERBS)) ||
       (h->flags & BRAID_HELLO_OFI && h->flags & BRAID_HELLO_VERBS))
     return snprintf(err, errlen, "hello has unknown flags 0x%x", h->flags), -1;
+  if (h->auth > BRAID_AUTH_MAC || (h->caps & ~(BRAID_CAPS_MAC | BRAID_CAPS_REQUIRED)) ||
+      get32(in + 26) || get16(in + 30))
+    return snprintf(err, errlen, "hello has unknown authentication bits (%u, 0x%x)", h->auth,
+                    h->caps), -1;
   if (h->nbackup > 1 || h->nbackup >= h->nrails)
     return snprintf(err, errlen, "hello names %u backup rails of %u", h->nbackup, h->nrails), -1;
   if (h->per_rail == 0 || h->per_rail > BRAID_MAX_STREAMS || h->nrails == 0 ||
@@ -123,7 +161,27 @@ int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *
     return snprintf(err, errlen, "hello names stream %u of %u per rail on %u rails", h->stream,
                     h->per_rail, h->nrails), -1;
   h->conn_id = get64(in + 16);
-  memcpy(h->secret, in + 24, BRAID_SECRET_BYTES);
+  memcpy(h->nonce, in + 32, BRAID_NONCE_BYTES);
+  memcpy(h->proof, in + BRAID_HELLO_SIGNED, BRAID_PROOF_BYTES);
+  return 0;
+}
+
+void braid_reply_encode(const struct braid_reply *r, uint8_t out[BRAID_REPLY_BYTES]) {
+  put32(out, REPLY_MAGIC);
+  put16(out + 4, BRAID_WIRE_VERSION);
+  put16(out + 6, r->status);
+  memcpy(out + BRAID_REPLY_SIGNED, r->proof, BRAID_PROOF_BYTES);
+}
+
+int braid_reply_decode(const uint8_t in[BRAID_REPLY_BYTES], struct braid_reply *r, char *err,
+                       size_t errlen) {
+  if (get32(in) != REPLY_MAGIC) return snprintf(err, errlen, "not a braid reply"), -1;
+  if (get16(in + 4) != BRAID_WIRE_VERSION)
+    return snprintf(err, errlen, "reply from wire version %u", get16(in + 4)), -1;
+  r->status = get16(in + 6);
+  if (r->status > BRAID_REPLY_MAX)
+    return snprintf(err, errlen, "reply has unknown status %u", r->status), -1;
+  memcpy(r->proof, in + BRAID_REPLY_SIGNED, BRAID_PROOF_BYTES);
   return 0;
 }
 

@@ -15,7 +15,7 @@ cd "$ROOT"
 CLANG=${CLANG:-clang}
 OUT=build/fuzz
 TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_ps_frames)
-declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=40 [fuzz_frame]=40 [fuzz_raillist]=296 [fuzz_ps_frames]=4096) # decoder input sizes; a command script for fuzz_ps_frames
+declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=80 [fuzz_frame]=40 [fuzz_raillist]=296 [fuzz_ps_frames]=4096) # decoder input sizes; a command script for fuzz_ps_frames
 mkdir -p "$OUT/artifacts"
 
 PS_ENGINE=(ps_offload/session.c ps_offload/conn.c ps_offload/proto.c ps_offload/auth.c ps_offload/reduce.c ps_offload/reduce_x86.c

@@ -21,6 +21,7 @@ extern "C" {
 #include "wire.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;
 }
+#include "hs_peer.h"
 
 namespace {
 
@@ -335,7 +336,8 @@ TEST_F(Loopback, StrayConnectionIsDroppedAndRealOneAccepted) {
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   void* listen = nullptr;
   ASSERT_EQ(net.listen(ctx_, 0, handle, &listen), ncclSuccess);
-  // A stray peer learns the port (not the secret) and sends a hello-sized blob.
+  // A stray peer learns the port (not the secret) and sends a hello-sized blob.  It is challenged,
+  // told no and closed.
   char copy[NCCL_NET_HANDLE_MAXSIZE];
   memcpy(copy, handle, sizeof copy);
   uint16_t port;
@@ -346,17 +348,19 @@ TEST_F(Loopback, StrayConnectionIsDroppedAndRealOneAccepted) {
   sa.sin_port = port;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(connect(fd, (sockaddr*)&sa, sizeof sa), 0);
-  char junk[40];
+  char junk[BRAID_HELLO_BYTES];
   memset(junk, 0x17, sizeof junk);
-  ASSERT_EQ(write(fd, junk, sizeof junk), 40);
+  ASSERT_EQ(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
   void* r = nullptr;
   for (int i = 0; i < 50 && !r; i++) {
     ASSERT_EQ(net.accept(listen, &r, nullptr), ncclSuccess);
     usleep(1000);
   }
   EXPECT_EQ(r, nullptr) << "a connection without the secret is never accepted";
-  char buf[8];
-  EXPECT_LE(read(fd, buf, sizeof buf), 0) << "the stray connection is closed";
+  char buf[BRAID_CHALLENGE_BYTES + BRAID_REPLY_BYTES + 1];
+  ssize_t n, total = 0;
+  while ((n = read(fd, buf, sizeof buf)) > 0) total += n;
+  EXPECT_EQ(total, BRAID_CHALLENGE_BYTES + BRAID_REPLY_BYTES) << "a challenge and a refusal, then closed";
   close(fd);
   void* s = nullptr;
   double end = Now() + 5;
@@ -384,16 +388,16 @@ class RawPeer : public Loopback {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     EXPECT_EQ(connect(fd, (sockaddr*)&h.addr, sizeof(sockaddr_in)), 0);
     braid_hello hello = {};
-    memcpy(hello.secret, h.secret, sizeof hello.secret);
     hello.conn_id = 77;
     hello.per_rail = 1;
     hello.nrails = 1;
-    uint8_t hb[BRAID_HELLO_BYTES];
-    braid_hello_encode(&hello, hb);
-    EXPECT_EQ(write(fd, hb, sizeof hb), (ssize_t)sizeof hb);
-    for (double end = Now() + 5; !recv_raw_ && Now() < end;) {
-      EXPECT_EQ(net.accept(listen, &recv_raw_, nullptr), ncclSuccess);
-    }
+    auto drive = [&] {
+      if (!recv_raw_) { EXPECT_EQ(net.accept(listen, &recv_raw_, nullptr), ncclSuccess); }
+    };
+    braid_hs_conn hs;
+    hs_peer::Hello(fd, h, hello, &hs, drive);
+    hs_peer::Reply(fd, h, &hs, true, drive);
+    for (double end = Now() + 5; !recv_raw_ && Now() < end;) drive();
     EXPECT_NE(recv_raw_, nullptr);
     EXPECT_EQ(net.closeListen(listen), ncclSuccess);
     return fd;
@@ -489,32 +493,26 @@ class RawStreams : public RawPeer {
     braid_handle h;
     char err[128];
     ASSERT_EQ(braid_handle_decode(handle, &h, err, sizeof err), 0);
+    auto drive = [&] {
+      if (!recv_raw_) { EXPECT_EQ(net.accept(listen, &recv_raw_, nullptr), ncclSuccess); }
+    };
+    std::vector<braid_hs_conn> hs(n);
     for (int s = 0; s < n; s++) {
       fds[s] = socket(AF_INET, SOCK_STREAM, 0);
       ASSERT_EQ(connect(fds[s], (sockaddr*)&h.addr, sizeof(sockaddr_in)), 0);
       int one = 1;  // each frame leaves at once (no Nagle wait for the previous one's ack)
       setsockopt(fds[s], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       braid_hello hello = {};
-      memcpy(hello.secret, h.secret, sizeof hello.secret);
       hello.conn_id = 78;
       hello.stream = static_cast<uint16_t>(s);
       hello.per_rail = static_cast<uint16_t>(n);
       hello.nrails = 1;
-      uint8_t hb[BRAID_HELLO_BYTES];
-      braid_hello_encode(&hello, hb);
-      ASSERT_EQ(write(fds[s], hb, sizeof hb), (ssize_t)sizeof hb);
+      hs_peer::Hello(fds[s], h, hello, &hs[s], drive);
     }
-    for (double end = Now() + 5; !recv_raw_ && Now() < end;) {
-      ASSERT_EQ(net.accept(listen, &recv_raw_, nullptr), ncclSuccess);
-    }
+    for (int s = 0; s < n; s++) hs_peer::Reply(fds[s], h, &hs[s], s == 0, drive);
+    for (double end = Now() + 5; !recv_raw_ && Now() < end;) drive();
     ASSERT_NE(recv_raw_, nullptr);
     EXPECT_EQ(net.closeListen(listen), ncclSuccess);
-    uint8_t list[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];  // stream 0's answer: the rail list
-    ASSERT_EQ(recv(fds[0], list, BRAID_RAILLIST_HDR, MSG_WAITALL), BRAID_RAILLIST_HDR);
-    int len = braid_raillist_len(list, err, sizeof err);
-    ASSERT_GT(len, BRAID_RAILLIST_HDR) << err;
-    ASSERT_EQ(recv(fds[0], list + BRAID_RAILLIST_HDR, len - BRAID_RAILLIST_HDR, MSG_WAITALL),
-              len - BRAID_RAILLIST_HDR);
   }
   // Writes one frame (header and payload) of message seq on fd, in one piece.
   static void Frame(int fd, uint64_t seq, const std::vector<char>& msg, size_t off, size_t len) {

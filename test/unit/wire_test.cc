@@ -1,4 +1,5 @@
-// Wire formats: the NCCL listen handle, the per-stream hello and the frame header.
+// Wire formats: the NCCL listen handle, the stream handshake (challenge, hello, reply) and the
+// frame header.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
@@ -227,7 +228,10 @@ TEST(WireHandle, TransportBits) {
 braid_hello MakeHello(uint16_t stream, uint16_t nstreams) {
   braid_hello h;
   memset(&h, 0, sizeof h);
-  for (int i = 0; i < BRAID_SECRET_BYTES; i++) h.secret[i] = (uint8_t)(0xf0 - 7 * i);
+  for (int i = 0; i < BRAID_NONCE_BYTES; i++) h.nonce[i] = (uint8_t)(0xf0 - 7 * i);
+  for (int i = 0; i < BRAID_PROOF_BYTES; i++) h.proof[i] = (uint8_t)(0x11 + 3 * i);
+  h.auth = BRAID_AUTH_MAC;
+  h.caps = BRAID_CAPS_MAC;
   h.conn_id = 0xfeedfacecafebeefull;
   h.stream = stream;
   h.per_rail = nstreams;  // one rail: streams per rail == total streams
@@ -259,9 +263,87 @@ TEST(WireHello, RoundTripEveryValidStreamCount) {
       EXPECT_EQ(in.per_rail, out.per_rail);
       EXPECT_EQ(in.nrails, out.nrails);
       EXPECT_EQ(in.conn_id, out.conn_id);
-      EXPECT_EQ(0, memcmp(in.secret, out.secret, BRAID_SECRET_BYTES));
+      EXPECT_EQ(in.auth, out.auth);
+      EXPECT_EQ(in.caps, out.caps);
+      EXPECT_EQ(0, memcmp(in.nonce, out.nonce, BRAID_NONCE_BYTES));
+      EXPECT_EQ(0, memcmp(in.proof, out.proof, BRAID_PROOF_BYTES));
     }
   }
+}
+
+// A rejoin names the connection's shape: BRAID_NSTREAMS=4 on 8 rails is stream 0..31 of 4 per
+// rail on 8 rails, and the largest shape (16 per rail on 16 rails) decodes too.
+TEST(WireHello, ManyStreamsOnManyRails) {
+  for (auto pr : {std::pair<int, int>{4, 8}, {16, 16}, {1, 16}}) {
+    braid_hello in = MakeHello(0, (uint16_t)pr.first);
+    in.nrails = (uint16_t)pr.second;
+    in.flags = BRAID_HELLO_REJOIN;
+    for (int st : {0, pr.first * pr.second - 1}) {
+      in.stream = (uint16_t)st;
+      uint8_t buf[BRAID_HELLO_BYTES];
+      braid_hello_encode(&in, buf);
+      braid_hello out;
+      char err[128] = "";
+      ASSERT_EQ(0, braid_hello_decode(buf, &out, err, sizeof err)) << err;
+      EXPECT_EQ(out.stream, st);
+      EXPECT_EQ(out.per_rail, pr.first);
+      EXPECT_EQ(out.nrails, pr.second);
+    }
+  }
+}
+
+TEST(WireHello, RejectsUnknownAuthentication) {
+  braid_hello in = MakeHello(0, 1);
+  uint8_t buf[BRAID_HELLO_BYTES];
+  in.auth = BRAID_AUTH_MAC + 1;
+  braid_hello_encode(&in, buf);
+  EXPECT_NE(std::string::npos, HelloDecodeError(buf).find("authentication"));
+  in = MakeHello(0, 1);
+  in.caps = 4;
+  braid_hello_encode(&in, buf);
+  EXPECT_NE(std::string::npos, HelloDecodeError(buf).find("authentication"));
+  in = MakeHello(0, 1);
+  braid_hello_encode(&in, buf);
+  buf[28] = 1;  // a reserved byte
+  HelloDecodeError(buf);
+}
+
+TEST(WireChallenge, RoundTripAndRejects) {
+  braid_challenge c, out;
+  for (int i = 0; i < BRAID_NONCE_BYTES; i++) c.nonce[i] = (uint8_t)(i * 13 + 1);
+  uint8_t buf[BRAID_CHALLENGE_BYTES];
+  braid_challenge_encode(&c, buf);
+  char err[128] = "";
+  ASSERT_EQ(0, braid_challenge_decode(buf, &out, err, sizeof err)) << err;
+  EXPECT_EQ(0, memcmp(c.nonce, out.nonce, sizeof c.nonce));
+  for (int byte : {0, 4, 6}) {
+    uint8_t bad[BRAID_CHALLENGE_BYTES];
+    memcpy(bad, buf, sizeof bad);
+    bad[byte] ^= 1;
+    err[0] = 0;
+    EXPECT_EQ(-1, braid_challenge_decode(bad, &out, err, sizeof err)) << byte;
+    EXPECT_NE('\0', err[0]);
+  }
+}
+
+TEST(WireReply, RoundTripAndRejects) {
+  braid_reply r, out;
+  for (int st = 0; st <= BRAID_REPLY_MAX; st++) {
+    r.status = (uint16_t)st;
+    for (int i = 0; i < BRAID_PROOF_BYTES; i++) r.proof[i] = (uint8_t)(i + st);
+    uint8_t buf[BRAID_REPLY_BYTES];
+    braid_reply_encode(&r, buf);
+    char err[128] = "";
+    ASSERT_EQ(0, braid_reply_decode(buf, &out, err, sizeof err)) << err;
+    EXPECT_EQ(out.status, st);
+    EXPECT_EQ(0, memcmp(r.proof, out.proof, sizeof r.proof));
+  }
+  r.status = BRAID_REPLY_MAX + 1;
+  uint8_t buf[BRAID_REPLY_BYTES];
+  braid_reply_encode(&r, buf);
+  char err[128] = "";
+  EXPECT_EQ(-1, braid_reply_decode(buf, &out, err, sizeof err));
+  EXPECT_NE(std::string(err).find("status"), std::string::npos);
 }
 
 // The connector's transport travels in the hello's flags: ofi or verbs, never both.
@@ -293,15 +375,21 @@ TEST(WireHello, EncodeStaysInBounds) {
   for (size_t i = BRAID_HELLO_BYTES; i < sizeof buf; i++) ASSERT_EQ(0x5c, buf[i]) << i;
 }
 
-TEST(WireHello, SecretAndConnIdReachTheWire) {
+TEST(WireHello, NonceProofAndConnIdReachTheWire) {
   braid_hello a = MakeHello(1, 2), b = a;
   uint8_t ba[BRAID_HELLO_BYTES], bb[BRAID_HELLO_BYTES];
   braid_hello_encode(&a, ba);
-  for (int i = 0; i < BRAID_SECRET_BYTES; i++) {
+  for (int i = 0; i < BRAID_NONCE_BYTES; i++) {
     b = a;
-    b.secret[i] ^= 1;
+    b.nonce[i] ^= 1;
     braid_hello_encode(&b, bb);
-    EXPECT_NE(0, memcmp(ba, bb, sizeof ba)) << "secret byte " << i;
+    EXPECT_NE(0, memcmp(ba, bb, sizeof ba)) << "nonce byte " << i;
+  }
+  for (int i = 0; i < BRAID_PROOF_BYTES; i++) {
+    b = a;
+    b.proof[i] ^= 1;
+    braid_hello_encode(&b, bb);
+    EXPECT_NE(0, memcmp(ba, bb, sizeof ba)) << "proof byte " << i;
   }
   b = a;
   b.conn_id ^= 1ull << 40;

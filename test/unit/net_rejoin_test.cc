@@ -1,0 +1,240 @@
+// Rejoin (net_plugin/rejoin.c) between two hand-built comms over loopback: a sender and a
+// receiver of one connection with 8 rails of 4 streams each (BRAID_NSTREAMS=4 on 8 rails), every
+// rail on lo, each receiver rail its own listening socket.  Only the rejoin machinery is driven
+// (braid_rejoin_connect on the sender, braid_rejoin_accept on the receiver), so the test sees
+// exactly what the rejoin hello carries and when each side takes the new socket.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "comm.h"
+#include "ifaces.h"
+#include "log.h"
+#include "param.h"
+#include "rejoin.h"
+#include "sodium_lib.h"
+}
+
+namespace {
+
+double Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+std::mutex g_mu;
+std::string g_warn;
+void Logger(ncclDebugLogLevel level, unsigned long, const char* file, int line, const char* fmt,
+            ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (level != NCCL_LOG_WARN) return;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_warn += std::string(msg) + "\n";
+  }
+  fprintf(stderr, "[warn] %s:%d %s\n", file, line, msg);
+}
+std::string TakeWarnings() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::string s;
+  s.swap(g_warn);
+  return s;
+}
+
+// A TCP relay that records what the connecting side writes (to replay it later).
+struct Relay {
+  int lfd = -1, a = -1, b = -1;
+  sockaddr_in addr{};
+  sockaddr_in to{};
+  std::vector<uint8_t> up;  // connector -> listener
+  void Start(const sockaddr_storage& target) {
+    memcpy(&to, &target, sizeof to);
+    lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(lfd, (sockaddr*)&addr, sizeof addr), 0);
+    ASSERT_EQ(listen(lfd, 4), 0);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(getsockname(lfd, (sockaddr*)&addr, &len), 0);
+  }
+  void Pump() {
+    if (a < 0) {
+      a = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK);
+      if (a < 0) return;
+      b = socket(AF_INET, SOCK_STREAM, 0);
+      ASSERT_EQ(connect(b, (sockaddr*)&to, sizeof to), 0);
+      fcntl(b, F_SETFL, O_NONBLOCK);
+    }
+    char buf[4096];
+    ssize_t n;
+    while ((n = recv(a, buf, sizeof buf, 0)) > 0) {
+      up.insert(up.end(), buf, buf + n);
+      ASSERT_EQ(send(b, buf, (size_t)n, MSG_NOSIGNAL), n);
+    }
+    while ((n = recv(b, buf, sizeof buf, 0)) > 0) ASSERT_EQ(send(a, buf, (size_t)n, MSG_NOSIGNAL), n);
+  }
+  ~Relay() {
+    for (int fd : {lfd, a, b})
+      if (fd >= 0) close(fd);
+  }
+};
+
+class Rejoin : public ::testing::Test {
+ protected:
+  static constexpr int kRails = 8, kPerRail = 4, kStreams = kRails * kPerRail;
+
+  void SetUp() override {
+    braid_log_set_logger(Logger);
+    setenv("BRAID_TIMEOUT_MS", "2000", 1);
+    braid_params_reload();
+    TakeWarnings();
+    ASSERT_GE(braid_ifaces_select("=lo", "AF_INET", &lo_, 1), 1);
+    tx_ = braid_comm_new(BRAID_COMM_SEND, 0, kStreams);
+    rx_ = braid_comm_new(BRAID_COMM_RECV, 0, kStreams);
+    ASSERT_TRUE(tx_ && rx_);
+    for (braid_comm* c : {tx_, rx_}) {
+      c->nrails = c->nprimary = kRails;
+      c->conn_id = 0x1234567890abcdefull;
+      c->auth_mode = braid_sodium() ? BRAID_AUTH_MAC : BRAID_AUTH_PLAIN;  // as set-up agreed
+      for (int i = 0; i < BRAID_SECRET_BYTES; i++) c->secret[i] = (uint8_t)(0xA0 + i);
+      snprintf(c->peer, sizeof c->peer, "127.0.0.1");
+      for (int s = 0; s < kStreams; s++) {
+        c->streams[s].rail = s % kRails;
+        c->streams[s].rail_name = "lo";
+      }
+    }
+    // The receiver's per-rail listening sockets; the sender's rails point at them.
+    rx_->nlisten = kRails;
+    for (int r = 0; r < kRails; r++) {
+      int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ASSERT_EQ(bind(fd, (sockaddr*)&a, sizeof a), 0);
+      ASSERT_EQ(listen(fd, 16), 0);
+      socklen_t len = sizeof tx_->rail_addr[r];
+      ASSERT_EQ(getsockname(fd, (sockaddr*)&tx_->rail_addr[r], &len), 0);
+      rx_->listen_fd[r] = fd;
+      tx_->rail_ifc[r] = &lo_;
+    }
+    // Every stream connected (socket pairs stand in for the set-up's TCP streams) but one.
+    for (int s = 0; s < kStreams; s++) {
+      int sv[2];
+      ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+      tx_->streams[s].fd = sv[0];
+      rx_->streams[s].fd = sv[1];
+    }
+    close(tx_->streams[kDead].fd);
+    tx_->streams[kDead].fd = -1;
+    tx_->streams[kDead].dead = true;
+    old_rx_fd_ = rx_->streams[kDead].fd;
+  }
+  void TearDown() override {
+    braid_comm_free(tx_);
+    braid_comm_free(rx_);
+    unsetenv("BRAID_TIMEOUT_MS");
+    braid_params_reload();
+  }
+
+  // Drives the sender (and the receiver when `receiver`) for `secs` or until pred() holds.
+  template <class P>
+  bool Drive(double secs, bool receiver, P pred, Relay* relay = nullptr) {
+    for (double end = Now() + secs; Now() < end;) {
+      uint64_t now = braid_now_ns();
+      braid_rejoin_connect(tx_, now);
+      if (relay) relay->Pump();
+      if (receiver) {
+        rx_->next_join_ns = 0;  // accept at every call, not every 50 ms
+        braid_rejoin_accept(rx_, now);
+      }
+      if (pred()) return true;
+      usleep(1000);
+    }
+    return false;
+  }
+  bool SenderRevived() const { return !tx_->streams[kDead].dead && tx_->streams[kDead].fd >= 0; }
+  bool ReceiverRejoined() const { return rx_->streams[kDead].fd != old_rx_fd_; }
+
+  // The revived stream carries bytes from the sender's new socket to the receiver's.
+  void ExpectConnected() {
+    const char msg[] = "after the rejoin";
+    ASSERT_EQ(send(tx_->streams[kDead].fd, msg, sizeof msg, MSG_NOSIGNAL), (ssize_t)sizeof msg);
+    pollfd p = {rx_->streams[kDead].fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 2000), 1);
+    char got[sizeof msg] = {};
+    ASSERT_EQ(recv(rx_->streams[kDead].fd, got, sizeof got, MSG_WAITALL), (ssize_t)sizeof got);
+    EXPECT_STREQ(got, msg);
+  }
+
+  static constexpr int kDead = 21;  // rail 5, its third stream: index past 16
+  braid_iface lo_{};
+  braid_comm* tx_ = nullptr;
+  braid_comm* rx_ = nullptr;
+  int old_rx_fd_ = -1;
+};
+
+// BRAID_NSTREAMS=4 on 8 rails: the rejoin hello names the connection's real shape (4 per rail on
+// 8 rails), which the receiver accepts; it used to say 32 rails of 1 and was refused.
+TEST_F(Rejoin, StreamPastSixteenRejoinsWithTheConnectionsShape) {
+  ASSERT_TRUE(Drive(5, true, [&] { return SenderRevived() && ReceiverRejoined(); }))
+      << "sender revived: " << SenderRevived() << ", receiver rejoined: " << ReceiverRejoined()
+      << "\n" << TakeWarnings();
+  ExpectConnected();
+  EXPECT_EQ(TakeWarnings().find("dropped"), std::string::npos);
+}
+
+// The sender takes the new socket only once the receiver confirmed it: a receiver that accepts
+// nothing (its kernel completes the TCP handshake all the same) leaves the stream dead.
+TEST_F(Rejoin, SenderRevivesOnlyOnTheReceiversConfirmation) {
+  EXPECT_FALSE(Drive(0.5, false, [&] { return SenderRevived(); }))
+      << "the stream was revived though the receiver never took it";
+  EXPECT_FALSE(ReceiverRejoined());
+  ASSERT_TRUE(Drive(8, true, [&] { return SenderRevived() && ReceiverRejoined(); }))
+      << TakeWarnings();
+  ExpectConnected();
+}
+
+// Someone who recorded a rejoin and replays it later (a fresh connection to the rail's rejoin
+// listener) is dropped and logged; the stream keeps its socket.
+TEST_F(Rejoin, ReplayedRejoinIsRefused) {
+  Relay relay;
+  relay.Start(tx_->rail_addr[kDead % kRails]);
+  sockaddr_storage real = tx_->rail_addr[kDead % kRails];
+  memcpy(&tx_->rail_addr[kDead % kRails], &relay.addr, sizeof relay.addr);
+  ASSERT_TRUE(Drive(5, true, [&] { return SenderRevived() && ReceiverRejoined(); }, &relay))
+      << TakeWarnings();
+  ASSERT_FALSE(relay.up.empty());
+  memcpy(&tx_->rail_addr[kDead % kRails], &real, sizeof real);
+  TakeWarnings();
+  const int rejoined_fd = rx_->streams[kDead].fd;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(fd, (sockaddr*)&real, sizeof(sockaddr_in)), 0);
+  ASSERT_EQ(send(fd, relay.up.data(), relay.up.size(), MSG_NOSIGNAL), (ssize_t)relay.up.size());
+  for (double end = Now() + 0.5; Now() < end;) {
+    rx_->next_join_ns = 0;
+    braid_rejoin_accept(rx_, braid_now_ns());
+    usleep(1000);
+  }
+  EXPECT_EQ(rx_->streams[kDead].fd, rejoined_fd) << "a replayed rejoin took over the stream";
+  EXPECT_NE(TakeWarnings().find("dropped"), std::string::npos) << "the replay was not logged";
+  close(fd);
+}
+
+}  // namespace
