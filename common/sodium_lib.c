@@ -27,6 +27,11 @@ static void load(void) {
   LOAD(crypto_auth_hmacsha256_init);
   LOAD(crypto_auth_hmacsha256_update);
   LOAD(crypto_auth_hmacsha256_final);
+  LOAD(sodium_memzero);
+  LOAD(crypto_stream_chacha20_ietf);
+  LOAD(crypto_onetimeauth_poly1305_init);
+  LOAD(crypto_onetimeauth_poly1305_update);
+  LOAD(crypto_onetimeauth_poly1305_final);
 #undef LOAD
   if (missing) return; /* the library stays loaded, unused */
   if (fns.sodium_init() < 0) {

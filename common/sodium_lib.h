@@ -1,7 +1,8 @@
 /* libsodium, opened at run time (dynlib.h): the functions braid uses, typed from sodium.h.
  *
  * Users: braid-ps authentication (ps_offload/auth.c: HMAC-SHA256, random nonces, BLAKE2b session
- * ids) and the tuner's input fingerprint (tuner_plugin/inputs.c: BLAKE2b).  libsodium.so.23
+ * ids, Poly1305 frame tags under ChaCha20-derived keys) and the tuner's input fingerprint
+ * (tuner_plugin/inputs.c: BLAKE2b).  libsodium.so.23
  * (1.0.18 and before) first, then libsodium.so.26 (1.0.19 on): these functions and the state
  * structs braid allocates for them are the same in both. */
 #ifndef BRAID_SODIUM_LIB_H
@@ -19,6 +20,11 @@ struct braid_sodium {
   __typeof__(crypto_auth_hmacsha256_init) *crypto_auth_hmacsha256_init;
   __typeof__(crypto_auth_hmacsha256_update) *crypto_auth_hmacsha256_update;
   __typeof__(crypto_auth_hmacsha256_final) *crypto_auth_hmacsha256_final;
+  __typeof__(sodium_memzero) *sodium_memzero;
+  __typeof__(crypto_stream_chacha20_ietf) *crypto_stream_chacha20_ietf;
+  __typeof__(crypto_onetimeauth_poly1305_init) *crypto_onetimeauth_poly1305_init;
+  __typeof__(crypto_onetimeauth_poly1305_update) *crypto_onetimeauth_poly1305_update;
+  __typeof__(crypto_onetimeauth_poly1305_final) *crypto_onetimeauth_poly1305_final;
 };
 
 /* The library, loaded and sodium_init()ed on the first call (thread-safe, tried once per

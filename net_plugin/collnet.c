@@ -276,13 +276,17 @@ ncclResult_t braid_coll_close_listen(void *listen_comm) {
 
 /* ---------- the connect collective ---------- */
 
-enum hs_state { HS_RETRY, HS_CONNECTING, HS_CHALLENGE, HS_READY_WAIT, HS_READY, HS_FAILED };
+/* Per server: HELLO sent -> CHALLENGE {nonce} -> AUTH (our proof) sent -> PROOF (the server's,
+ * checked) -> READY (tagged with frame authentication).  See ps_offload/proto.h. */
+enum hs_state { HS_RETRY, HS_CONNECTING, HS_CHALLENGE, HS_PROOF, HS_READY_WAIT, HS_READY, HS_FAILED };
 
 struct hs {
   enum hs_state st;
   int fd;
-  uint8_t nonce[PS_NONCE_BYTES];
-  uint8_t buf[PS_HDR_BYTES + PS_MAX_TEXT];
+  struct ps_transcript t; /* what both proofs and the key bind */
+  int auth;               /* frame authentication on this connection */
+  uint8_t key[PS_KEY_BYTES];
+  uint8_t buf[PS_HDR_BYTES + PS_MAX_TEXT + PS_TAG_BYTES];
   size_t got;
   uint64_t retry_at;
   char why[320];
@@ -314,11 +318,13 @@ static int hs_read(struct hs *h, struct ps_hdr *hdr) {
         hs_fail(h, "bad frame from the server: %s", err);
         return -1;
       }
-      if (hdr->type != PS_CHALLENGE && hdr->type != PS_READY && hdr->type != PS_REFUSE) {
+      if (hdr->type != PS_CHALLENGE && hdr->type != PS_PROOF && hdr->type != PS_READY &&
+          hdr->type != PS_REFUSE && hdr->type != PS_ERROR) {
         hs_fail(h, "unexpected %s frame during the handshake", ps_type_name(hdr->type));
         return -1;
       }
-      want = PS_HDR_BYTES + hdr->len; /* at most PS_MAX_TEXT for these types: fits buf */
+      /* at most PS_MAX_TEXT for these types: fits buf; tagged once the server has proven */
+      want = PS_HDR_BYTES + hdr->len + (h->auth && h->st == HS_READY_WAIT ? PS_TAG_BYTES : 0);
       if (h->got == want) {
         h->got = 0;
         return 1;
@@ -406,38 +412,57 @@ static void hs_step(struct hs *h, int i, struct braid_collcomm *cc, const char *
     }
     struct ps_hello hello = {.version = PS_VERSION, .rank = (uint32_t)cc->rank, .nranks = (uint32_t)cc->nranks};
     memcpy(hello.session, cc->session, PS_SESSION_BYTES);
-    ps_auth_random(h->nonce, PS_NONCE_BYTES);
-    memcpy(hello.nonce, h->nonce, PS_NONCE_BYTES);
-    uint8_t pl[PS_HELLO_BYTES];
-    ps_hello_encode(&hello, pl);
-    struct ps_hdr hh = {.type = PS_HELLO, .len = PS_HELLO_BYTES, .flags = cc->hold ? 1 : 0,
+    ps_auth_random(hello.nonce, PS_NONCE_BYTES);
+    ps_hello_encode(&hello, h->t.hello);
+    h->auth = braid_param_int(BRAID_P_PS_FRAME_AUTH) != 0;
+    h->t.flags = (uint8_t)((cc->hold ? PS_FLAG_HOLD : 0) | (h->auth ? PS_FLAG_AUTH : 0));
+    struct ps_hdr hh = {.type = PS_HELLO, .len = PS_HELLO_BYTES, .flags = h->t.flags,
                         .rank = (uint32_t)cc->rank};
-    if (hs_send(h, &hh, pl) != 0) hs_fail(h, "sending HELLO: %s", strerror(errno));
+    if (hs_send(h, &hh, h->t.hello) != 0) hs_fail(h, "sending HELLO: %s", strerror(errno));
     else h->st = HS_CHALLENGE;
     return;
   }
   case HS_CHALLENGE:
+  case HS_PROOF:
   case HS_READY_WAIT: {
     int r = hs_read(h, &hdr);
     if (r <= 0) return;
-    if (hdr.type == PS_REFUSE) {
+    int tagged = h->auth && h->st == HS_READY_WAIT;
+    if (tagged) { /* READY (or a late REFUSE/ERROR) is the server's frame 0 */
+      uint8_t tag[PS_TAG_BYTES];
+      ps_mac_frame(h->key, PS_DIR_SERVER, 0, h->buf, h->buf + PS_HDR_BYTES, hdr.len, tag);
+      if (!ps_auth_equal_tag(tag, h->buf + PS_HDR_BYTES + hdr.len)) {
+        hs_fail(h, "the server's %s frame failed its authentication tag (modified in transit?)",
+                ps_type_name(hdr.type));
+        return;
+      }
+    }
+    if (hdr.type == PS_REFUSE || hdr.type == PS_ERROR) {
       char text[PS_MAX_TEXT + 1];
       ps_text_decode(h->buf + PS_HDR_BYTES, hdr.len, text, sizeof text);
       hs_fail(h, "refused: %s", text);
       return;
     }
     if (h->st == HS_CHALLENGE && hdr.type == PS_CHALLENGE) {
-      const uint8_t *snonce = h->buf + PS_HDR_BYTES, *sproof = snonce + PS_NONCE_BYTES;
-      uint8_t want[PS_PROOF_BYTES], proof[PS_PROOF_BYTES];
-      ps_auth_server_proof(token, h->nonce, cc->session, want);
-      if (!ps_auth_equal(want, sproof)) {
-        hs_fail(h, "%s", "the server does not know the job's token (BRAID_PS_TOKEN differs)");
-        return;
-      }
-      ps_auth_head_proof(token, snonce, cc->session, (uint32_t)cc->rank, (uint32_t)cc->nranks, proof);
+      /* We prove first; the server proves only to a head that knows the token. */
+      memcpy(h->t.server_nonce, h->buf + PS_HDR_BYTES, PS_NONCE_BYTES);
+      uint8_t proof[PS_PROOF_BYTES];
+      ps_auth_head_proof(token, &h->t, proof);
       struct ps_hdr ah = {.type = PS_AUTH, .len = PS_AUTH_BYTES, .rank = (uint32_t)cc->rank};
       if (hs_send(h, &ah, proof) != 0) hs_fail(h, "sending AUTH: %s", strerror(errno));
-      else h->st = HS_READY_WAIT;
+      else h->st = HS_PROOF;
+      return;
+    }
+    if (h->st == HS_PROOF && hdr.type == PS_PROOF) {
+      uint8_t want[PS_PROOF_BYTES];
+      ps_auth_server_proof(token, &h->t, want);
+      if (!ps_auth_equal(want, h->buf + PS_HDR_BYTES)) {
+        hs_fail(h, "%s", "the server does not know the job's token (BRAID_PS_TOKEN differs, or "
+                         "something else answered for it)");
+        return;
+      }
+      if (h->auth) ps_auth_conn_key(token, &h->t, h->key);
+      h->st = HS_READY_WAIT;
       return;
     }
     if (h->st == HS_READY_WAIT && hdr.type == PS_READY) {
@@ -504,6 +529,10 @@ static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct serve
     snprintf(s->name, sizeof s->name, "%s:%s", servers->host[i], servers->port[i]);
     if (hs[i].st == HS_READY) {
       s->fd = hs[i].fd;
+      s->auth = hs[i].auth;
+      memcpy(s->key, hs[i].key, PS_KEY_BYTES);
+      s->tx_seq = 0;
+      s->rx_seq = 1; /* READY was frame 0 */
       ready++;
     } else {
       s->fd = -1;
@@ -513,6 +542,7 @@ static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct serve
                  s->name, hs[i].why);
     }
   }
+  explicit_bzero(hs, sizeof hs); /* the keys live on in cc->srv[] only */
   if (!ready) {
     BRAID_WARN("CollNet rank %d/%d: no braid-ps server usable (BRAID_PS_SERVERS=%s); NCCL falls "
                "back to its other algorithms for this communicator", cc->rank, cc->nranks,

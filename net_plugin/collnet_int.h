@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "assign.h"
+#include "auth.h"
 #include "proto.h"
 
 /* Operations one head may have issued and not yet reported done; also the distance at which
@@ -62,9 +63,11 @@ struct ps_op {
 struct ps_out {
   uint8_t hdr[PS_HDR_BYTES];
   const char *data;
-  size_t len, done; /* bytes of header + data written so far */
+  size_t len, done; /* bytes of header + data (+ tag) written so far */
   uint64_t seq;
   uint32_t part;
+  int sealed;       /* started: its place in the stream (and its tag) is fixed */
+  uint8_t tag[PS_TAG_BYTES];
 };
 
 struct ps_queue {
@@ -79,12 +82,19 @@ struct ps_srv {
   /* Control frames (DONE) go ahead of queued PUSHes at the next frame boundary, so an
    * operation's completion never waits behind later operations' data. */
   struct ps_queue data, ctl;
-  /* input: a header, then a payload into `dst` (or discarded) */
+  /* input: a header, then a payload into `dst`, then (frame authentication) a tag */
   uint8_t ib[PS_HDR_BYTES];
   size_t igot;
   struct ps_hdr ih;
   char *dst;
   size_t pgot;
+  uint8_t itag[PS_TAG_BYTES];
+  size_t tgot;
+  /* frame authentication (BRAID_PS_FRAME_AUTH): the connection's key, frame numbers */
+  int auth;
+  uint8_t key[PS_KEY_BYTES];
+  uint64_t tx_seq, rx_seq;
+  struct ps_mac rmac;
   char text[PS_MAX_TEXT + 1];
   struct ps_rate rate;
   uint64_t parts, bytes_out, bytes_in;

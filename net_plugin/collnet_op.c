@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -47,6 +48,7 @@ static int q_push(struct ps_queue *q, const struct ps_hdr *h, const char *data, 
   o->data = data;
   o->len = len;
   o->done = 0;
+  o->sealed = 0;
   o->seq = h->seq;
   o->part = h->part;
   q->len++;
@@ -173,16 +175,25 @@ static int flush_out(struct braid_collcomm *cc, int si) {
   struct ps_srv *s = &cc->srv[si];
   int moved = 0;
   for (;;) {
-    /* A control frame goes first unless a PUSH is half written. */
-    struct ps_queue *q = s->ctl.len && (!s->data.len || s->data.q[s->data.head].done == 0) ? &s->ctl
+    /* A control frame goes first unless a PUSH is started (sealed: its number is taken). */
+    struct ps_queue *q = s->ctl.len && (!s->data.len || !s->data.q[s->data.head].sealed) ? &s->ctl
                          : s->data.len ? &s->data : NULL;
     if (!q) break;
     struct ps_out *o = &q->q[q->head];
-    struct iovec iov[2];
+    if (!o->sealed) {
+      o->sealed = 1;
+      if (s->auth) ps_mac_frame(s->key, PS_DIR_HEAD, s->tx_seq++, o->hdr, o->data, o->len, o->tag);
+    }
+    size_t total = PS_HDR_BYTES + o->len + (s->auth ? PS_TAG_BYTES : 0);
+    struct iovec iov[3];
     int n = 0;
     if (o->done < PS_HDR_BYTES) iov[n++] = (struct iovec){o->hdr + o->done, PS_HDR_BYTES - o->done};
     size_t dd = o->done > PS_HDR_BYTES ? o->done - PS_HDR_BYTES : 0;
     if (o->len > dd) iov[n++] = (struct iovec){(char *)o->data + dd, o->len - dd};
+    if (s->auth) {
+      size_t td = o->done > PS_HDR_BYTES + o->len ? o->done - PS_HDR_BYTES - o->len : 0;
+      iov[n++] = (struct iovec){o->tag + td, PS_TAG_BYTES - td};
+    }
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
     ssize_t w = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
@@ -192,7 +203,7 @@ static int flush_out(struct braid_collcomm *cc, int si) {
     }
     moved = 1;
     o->done += (size_t)w;
-    if (o->done < PS_HDR_BYTES + o->len) break;
+    if (o->done < total) break;
     if (q == &s->data) {
       /* A fully written PUSH: the server has our input for it. */
       struct ps_op *op = slot(cc, o->seq);
@@ -257,11 +268,7 @@ static void on_header(struct braid_collcomm *cc, int si) {
       ps_client_lose(cc, si, err);
       return;
     }
-    if (pt->state != PART_RESULT) ps_rate_done(&s->rate, ps_now_ns(), 0); /* no RESULT came */
-    if (pt->state == PART_QUEUED) pt->release_pending = 1; /* our PUSH is still being written */
-    else release_part(op, pt);
-    s->igot = 0;
-    return;
+    return; /* acted on once complete (and its tag verified) */
   case PS_ERROR:
     s->dst = s->text;
     s->pgot = 0;
@@ -272,11 +279,23 @@ static void on_header(struct braid_collcomm *cc, int si) {
   }
 }
 
-static void on_payload(struct braid_collcomm *cc, int si) {
+/* A whole frame (header, payload, tag verified) from server si. */
+static void on_frame(struct braid_collcomm *cc, int si) {
   struct ps_srv *s = &cc->srv[si];
   struct ps_hdr *h = &s->ih;
   s->igot = 0;
   s->dst = NULL;
+  s->pgot = 0;
+  s->tgot = 0;
+  if (h->type == PS_RELEASE) {
+    struct ps_op *op = NULL;
+    struct ps_part *pt = find_part(cc, si, h, &op);
+    if (!pt) return; /* checked at the header; cannot happen */
+    if (pt->state != PART_RESULT) ps_rate_done(&s->rate, ps_now_ns(), 0); /* no RESULT came */
+    if (pt->state == PART_QUEUED) pt->release_pending = 1; /* our PUSH is still being written */
+    else release_part(op, pt);
+    return;
+  }
   if (h->type == PS_ERROR) {
     char text[PS_MAX_TEXT + 1], why[PS_MAX_TEXT + 32];
     ps_text_decode((const uint8_t *)s->text, h->len, text, sizeof text);
@@ -297,16 +316,65 @@ static void on_payload(struct braid_collcomm *cc, int si) {
   else release_part(op, pt);
 }
 
+/* Where the next bytes from server si go: header, payload (RESULT: the receive buffer; ERROR:
+ * its text), then with frame authentication the tag. */
+static void *in_buf(struct ps_srv *s, size_t *len) {
+  if (s->igot < PS_HDR_BYTES) {
+    *len = PS_HDR_BYTES - s->igot;
+    return s->ib + s->igot;
+  }
+  if (s->pgot < s->ih.len) {
+    *len = s->ih.len - s->pgot;
+    return s->dst + s->pgot;
+  }
+  *len = PS_TAG_BYTES - s->tgot;
+  return s->itag + s->tgot;
+}
+
+/* n bytes arrived at in_buf's place. */
+static void in_got(struct braid_collcomm *cc, int si, size_t n) {
+  struct ps_srv *s = &cc->srv[si];
+  if (s->igot < PS_HDR_BYTES) {
+    s->igot += n;
+    if (s->igot < PS_HDR_BYTES) return;
+    on_header(cc, si);
+    if (s->lost) return;
+    s->pgot = s->tgot = 0;
+    if (s->auth) {
+      ps_mac_start(&s->rmac, s->key, PS_DIR_SERVER, s->rx_seq);
+      ps_mac_update(&s->rmac, s->ib, PS_HDR_BYTES);
+    }
+    if (s->ih.len) return; /* its payload next */
+  } else if (s->pgot < s->ih.len) {
+    if (s->auth) ps_mac_update(&s->rmac, s->dst + s->pgot, n);
+    s->pgot += n;
+    if (s->pgot < s->ih.len) return;
+  } else {
+    s->tgot += n;
+  }
+  if (s->auth && s->tgot < PS_TAG_BYTES) return;
+  if (s->auth) {
+    if (!ps_mac_verify(&s->rmac, s->itag)) {
+      char why[200];
+      snprintf(why, sizeof why, "the server's frame %llu (%s op %llu partition %u) failed its "
+               "authentication tag: modified, replayed or reordered in transit",
+               (unsigned long long)s->rx_seq, ps_type_name(s->ih.type),
+               (unsigned long long)s->ih.seq, s->ih.part);
+      ps_client_lose(cc, si, why);
+      return;
+    }
+    s->rx_seq++;
+  }
+  on_frame(cc, si);
+}
+
 static int read_in(struct braid_collcomm *cc, int si) {
   struct ps_srv *s = &cc->srv[si];
   int moved = 0;
   for (int rounds = 0; rounds < 64 && !s->lost; rounds++) {
-    ssize_t n;
-    if (s->igot < PS_HDR_BYTES) {
-      n = recv(s->fd, s->ib + s->igot, PS_HDR_BYTES - s->igot, MSG_DONTWAIT);
-    } else {
-      n = recv(s->fd, s->dst + s->pgot, s->ih.len - s->pgot, MSG_DONTWAIT);
-    }
+    size_t len;
+    void *buf = in_buf(s, &len);
+    ssize_t n = recv(s->fd, buf, len, MSG_DONTWAIT);
     if (n == 0) {
       ps_client_lose(cc, si, "the server closed the connection");
       return 1;
@@ -317,13 +385,7 @@ static int read_in(struct braid_collcomm *cc, int si) {
       return 1;
     }
     moved = 1;
-    if (s->igot < PS_HDR_BYTES) {
-      s->igot += (size_t)n;
-      if (s->igot == PS_HDR_BYTES) on_header(cc, si);
-    } else {
-      s->pgot += (size_t)n;
-    }
-    if (!s->lost && s->igot == PS_HDR_BYTES && s->dst && s->pgot == s->ih.len) on_payload(cc, si);
+    in_got(cc, si, (size_t)n);
   }
   return moved;
 }

@@ -12,8 +12,14 @@ struct ps_out {
   const uint8_t *data; /* payload: own[] or a partition's result */
   size_t len;
   struct ps_part *part; /* a reference when data points into a partition */
+  int mac;              /* followed by a tag (queued after ps_conn_start_auth) */
+  int sealed;           /* handed to the socket: its place in the stream (and tag) is fixed */
+  uint8_t tag[PS_TAG_BYTES];
   uint8_t own[];
 };
+
+/* Bytes of o on the wire. */
+static size_t out_bytes(const struct ps_out *o) { return PS_HDR_BYTES + o->len + (o->mac ? PS_TAG_BYTES : 0); }
 
 #define IOV_MAX_BATCH 64
 
@@ -49,16 +55,28 @@ static void purge_locked(struct ps_conn *c, int keep_started) {
     o = o->next;
     c->head->next = NULL;
     c->tail = c->head;
+    c->sealed_last = c->head;
   } else {
     c->head = c->tail = NULL;
     c->head_off = 0;
+    c->sealed_last = NULL;
   }
   c->ctl_last = NULL;
   while (o) {
     struct ps_out *next = o->next;
+    /* Sealed, never started: the highest numbers given out; the next frame reuses them. */
+    if (o->sealed && o->mac) c->tx_seq--;
     out_free(o);
     o = next;
   }
+}
+
+/* Fixes o's place in the stream: its number and tag (under mu). */
+static void seal_locked(struct ps_conn *c, struct ps_out *o) {
+  if (o->sealed) return;
+  o->sealed = 1;
+  c->sealed_last = o;
+  if (o->mac) ps_mac_frame(c->key, PS_DIR_SERVER, c->tx_seq++, o->hdr, o->data, o->len, o->tag);
 }
 
 void ps_conn_put(struct ps_conn *c) {
@@ -85,12 +103,14 @@ static void flush_locked(struct ps_conn *c) {
     struct iovec iov[IOV_MAX_BATCH];
     int n = 0;
     size_t skip = c->head_off;
-    for (struct ps_out *o = c->head; o && n + 2 <= IOV_MAX_BATCH; o = o->next, skip = 0) {
-      if (skip < PS_HDR_BYTES) {
-        iov[n++] = (struct iovec){o->hdr + skip, PS_HDR_BYTES - skip};
-        if (o->len) iov[n++] = (struct iovec){(void *)o->data, o->len};
-      } else {
-        iov[n++] = (struct iovec){(void *)(o->data + (skip - PS_HDR_BYTES)), o->len - (skip - PS_HDR_BYTES)};
+    for (struct ps_out *o = c->head; o && n + 3 <= IOV_MAX_BATCH; o = o->next, skip = 0) {
+      seal_locked(c, o);
+      if (skip < PS_HDR_BYTES) iov[n++] = (struct iovec){o->hdr + skip, PS_HDR_BYTES - skip};
+      size_t ds = skip > PS_HDR_BYTES ? skip - PS_HDR_BYTES : 0;
+      if (ds < o->len) iov[n++] = (struct iovec){(void *)(o->data + ds), o->len - ds};
+      if (o->mac) {
+        size_t ts = skip > PS_HDR_BYTES + o->len ? skip - PS_HDR_BYTES - o->len : 0;
+        iov[n++] = (struct iovec){o->tag + ts, PS_TAG_BYTES - ts};
       }
     }
     ssize_t w = io->writev(c, iov, n);
@@ -104,13 +124,14 @@ static void flush_locked(struct ps_conn *c) {
     size_t left = (size_t)w;
     while (left > 0 && c->head) {
       struct ps_out *o = c->head;
-      size_t remain = PS_HDR_BYTES + o->len - c->head_off;
+      size_t remain = out_bytes(o) - c->head_off;
       if (left < remain) {
         c->head_off += left;
         left = 0;
       } else {
         left -= remain;
         if (o == c->ctl_last) c->ctl_last = NULL;
+        if (o == c->sealed_last) c->sealed_last = NULL;
         c->head = o->next;
         if (!c->head) c->tail = NULL;
         c->head_off = 0;
@@ -151,7 +172,15 @@ static void enqueue_locked(struct ps_conn *c, struct ps_out *o) {
  * this one included, has received that RESULT.) */
 static void enqueue_ctl_locked(struct ps_conn *c, struct ps_out *o) {
   struct ps_out *after = c->ctl_last;
-  if (!after && c->head && c->head_off > 0) after = c->head;
+  if (c->sealed_last) { /* never ahead of a sealed frame (a partly written one is sealed) */
+    for (struct ps_out *q = c->head; q; q = q->next) {
+      if (q == after || !after) {
+        after = c->sealed_last;
+        break;
+      }
+      if (q == c->sealed_last) break; /* ctl_last comes after the sealed prefix */
+    }
+  }
   if (after) {
     o->next = after->next;
     after->next = o;
@@ -164,7 +193,8 @@ static void enqueue_ctl_locked(struct ps_conn *c, struct ps_out *o) {
   c->ctl_last = o;
 }
 
-static struct ps_out *out_new(const struct ps_hdr *h, const void *payload, size_t copy) {
+static struct ps_out *out_new(struct ps_conn *c, const struct ps_hdr *h, const void *payload,
+                              size_t copy) {
   struct ps_out *o = malloc(sizeof *o + copy);
   if (!o) return NULL;
   ps_hdr_encode(h, o->hdr);
@@ -172,13 +202,25 @@ static struct ps_out *out_new(const struct ps_hdr *h, const void *payload, size_
   o->data = o->own;
   o->len = copy;
   o->part = NULL;
+  o->mac = c->tx_auth;
+  o->sealed = 0;
   return o;
+}
+
+void ps_conn_start_auth(struct ps_conn *c, const uint8_t key[PS_KEY_BYTES]) {
+  memcpy(c->key, key, PS_KEY_BYTES);
+  c->rx_auth = 1;
+  c->rx_seq = 0;
+  pthread_mutex_lock(&c->mu);
+  c->tx_auth = 1;
+  c->tx_seq = 0;
+  pthread_mutex_unlock(&c->mu);
 }
 
 void ps_conn_send(struct ps_conn *c, const struct ps_hdr *h, const void *payload) {
   pthread_mutex_lock(&c->mu);
   if (!atomic_load(&c->closing) && !c->broken) {
-    struct ps_out *o = out_new(h, payload, h->len);
+    struct ps_out *o = out_new(c, h, payload, h->len);
     if (o) {
       enqueue_ctl_locked(c, o);
       flush_locked(c);
@@ -194,7 +236,7 @@ void ps_conn_send_result(struct ps_conn *c, const struct ps_hdr *h, struct ps_pa
                          const uint8_t *data) {
   pthread_mutex_lock(&c->mu);
   if (!atomic_load(&c->closing) && !c->broken) {
-    struct ps_out *o = out_new(h, NULL, 0);
+    struct ps_out *o = out_new(c, h, NULL, 0);
     if (o) {
       ps_part_get(p);
       o->part = p;
@@ -223,7 +265,7 @@ void ps_conn_close(struct ps_conn *c, int type, uint64_t seq, uint32_t part, con
     struct ps_hdr h = {.type = (uint8_t)type, .seq = seq, .part = part};
     size_t n = text ? strlen(text) : 0;
     h.len = (uint32_t)(n > PS_MAX_TEXT ? PS_MAX_TEXT : n);
-    struct ps_out *o = out_new(&h, text, h.len);
+    struct ps_out *o = out_new(c, &h, text, h.len);
     if (o) enqueue_locked(c, o);
   }
   flush_locked(c);
@@ -245,6 +287,7 @@ static void drop_reader(struct ps_conn *c) {
   c->rpart = NULL;
   c->dst = NULL;
   c->hdr_got = 0;
+  c->in_tag = 0;
 }
 
 void *ps_conn_rbuf(struct ps_conn *c, size_t *len) {
@@ -252,6 +295,10 @@ void *ps_conn_rbuf(struct ps_conn *c, size_t *len) {
     drop_reader(c);
     *len = sizeof c->sink;
     return c->sink;
+  }
+  if (c->in_tag) {
+    *len = PS_TAG_BYTES - c->rtag_got;
+    return c->rtag + c->rtag_got;
   }
   if (c->dst) {
     *len = c->need - c->got;
@@ -261,16 +308,47 @@ void *ps_conn_rbuf(struct ps_conn *c, size_t *len) {
   return c->hdr_buf + c->hdr_got;
 }
 
+/* c->hdr's frame is complete, tag included: hands it to the protocol. */
+static void frame_done(struct ps_conn *c) {
+  struct ps_part *p = c->rpart;
+  c->rpart = NULL;
+  c->dst = NULL;
+  if (c->in_tag) {
+    c->in_tag = 0;
+    if (!ps_mac_verify(&c->rmac, c->rtag)) {
+      ps_proto_bad_tag(c, &c->hdr, c->rx_seq);
+      if (p) ps_part_put(p);
+      return;
+    }
+    c->rx_seq++;
+  }
+  ps_proto_frame(c, &c->hdr, p);
+  if (p) ps_part_put(p);
+}
+
+/* The payload (if any) of c->hdr's frame is in: its tag next, or the frame is complete. */
+static void payload_done(struct ps_conn *c) {
+  if (c->rx_auth) {
+    c->in_tag = 1;
+    c->rtag_got = 0;
+    return;
+  }
+  frame_done(c);
+}
+
 void ps_conn_received(struct ps_conn *c, size_t n) {
   if (atomic_load(&c->closing) || n == 0) return;
+  if (c->in_tag) {
+    c->rtag_got += n;
+    if (c->rtag_got == PS_TAG_BYTES) frame_done(c);
+    return;
+  }
   if (c->dst) {
+    if (c->rx_auth) ps_mac_update(&c->rmac, c->dst + c->got, n);
     c->got += n;
     if (c->got < c->need) return;
-    struct ps_part *p = c->rpart;
-    c->rpart = NULL;
-    c->dst = NULL;
-    ps_proto_frame(c, &c->hdr, p);
-    if (p) ps_part_put(p);
+    c->dst = NULL; /* rpart stays until the frame is done */
+    payload_done(c);
     return;
   }
   c->hdr_got += n;
@@ -278,14 +356,18 @@ void ps_conn_received(struct ps_conn *c, size_t n) {
   c->hdr_got = 0;
   uint8_t *dst = NULL;
   struct ps_part *p = NULL;
+  int tagged = c->rx_auth; /* a frame read before the key exists has no tag (HELLO, AUTH) */
   if (ps_proto_header(c, c->hdr_buf, &c->hdr, &dst, &p) != 0) return;
+  if (tagged) {
+    ps_mac_start(&c->rmac, c->key, PS_DIR_HEAD, c->rx_seq);
+    ps_mac_update(&c->rmac, c->hdr_buf, PS_HDR_BYTES);
+  }
+  c->rpart = p;
   if (c->hdr.len == 0) {
-    ps_proto_frame(c, &c->hdr, NULL);
-    if (p) ps_part_put(p);
+    payload_done(c);
     return;
   }
   c->dst = dst;
-  c->rpart = p;
   c->need = c->hdr.len;
   c->got = 0;
 }

@@ -5,10 +5,15 @@
  *
  * Input: the owner asks ps_conn_rbuf() where the next bytes go (a frame header, then the frame's
  * payload straight into its final place: a PUSH's payload lands in the partition's buffer for
- * that rank), reads into it, and reports the count with ps_conn_received(), which hands every
- * complete header and frame to the protocol (session.c).
+ * that rank, then with frame authentication its tag), reads into it, and reports the count with
+ * ps_conn_received(), which hands every complete header and frame to the protocol (session.c).
+ * A frame with a tag reaches the protocol only once the tag verified (its header earlier, so
+ * that its payload has a place to go: a header's effects are only ever an allocation or the
+ * session's close).
  *
- * Output: a queue of frames under the connection's mutex.  Any thread may queue a frame and
+ * Output: a queue of frames under the connection's mutex.  With frame authentication, a frame's
+ * tag and number are fixed when it is first handed to the socket ("sealed"); frames queued later
+ * never overtake a sealed one, so the numbers go out in order.  Any thread may queue a frame and
  * write what the socket takes at once; what is left is written by the owner when the socket is
  * writable again (ps_io_ops.want_write asks for that).  A RESULT frame points at the partition's
  * result buffer (and holds a reference on the partition) instead of copying it.
@@ -26,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "proto.h"
 #include "session.h"
 
@@ -52,6 +58,15 @@ struct ps_conn {
   struct ps_hello hello;
   uint8_t hello_flags;
   uint8_t server_nonce[PS_NONCE_BYTES];
+  int pending;              /* counted in the context's unauthenticated connections */
+  /* frame authentication: key set before tx_auth (under mu), read by writers under mu */
+  uint8_t key[PS_KEY_BYTES];
+  int rx_auth;              /* frames from the head carry tags from here on */
+  uint64_t rx_seq;          /* number of the next tagged frame from the head */
+  struct ps_mac rmac;       /* the tag of the frame being read */
+  uint8_t rtag[PS_TAG_BYTES];
+  size_t rtag_got;
+  int in_tag;               /* reading the tag of c->hdr's frame */
   struct ps_session *session; /* set at join; the connection holds a reference */
   uint32_t rank;
   /* reader */
@@ -70,6 +85,9 @@ struct ps_conn {
   struct ps_out *head, *tail;
   struct ps_out *ctl_last;  /* the last control frame queued ahead of data frames, or NULL */
   size_t head_off;          /* bytes of the head frame already written */
+  struct ps_out *sealed_last; /* the last frame of the sealed prefix of the queue, or NULL */
+  int tx_auth;              /* frames queued from here on carry tags */
+  uint64_t tx_seq;          /* number of the next tagged frame to the head */
   int want_write;           /* asked the I/O layer for writability */
   int shut;                 /* shut down for writing */
   int broken;               /* a write failed: nothing more can be sent */
@@ -93,13 +111,15 @@ void ps_conn_tick(struct ps_conn *c);
 int ps_conn_done(struct ps_conn *c);
 
 /* Output (any thread).  Frames queued to a closing connection are dropped. */
-/* A frame whose payload (len bytes, at most PS_MAX_TEXT or PS_CHALLENGE_BYTES) is copied. */
+/* A frame whose payload (len bytes, at most PS_MAX_TEXT or a handshake frame's) is copied. */
 void ps_conn_send(struct ps_conn *c, const struct ps_hdr *h, const void *payload);
 /* A RESULT frame whose payload is the partition's result (takes a reference on it). */
 void ps_conn_send_result(struct ps_conn *c, const struct ps_hdr *h, struct ps_part *p,
                          const uint8_t *data);
 /* Writes what the socket takes now (call on writability, or after queueing). */
 void ps_conn_flush(struct ps_conn *c);
+/* Frames queued from now on carry tags under key (sent and received); the owner thread, once. */
+void ps_conn_start_auth(struct ps_conn *c, const uint8_t key[PS_KEY_BYTES]);
 /* Closes the connection after a last REFUSE or ERROR frame (type 0: none); idempotent. */
 void ps_conn_close(struct ps_conn *c, int type, uint64_t seq, uint32_t part, const char *text);
 

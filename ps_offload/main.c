@@ -17,7 +17,8 @@
 
 static const char usage[] =
     "usage: braid-ps --listen ADDR:PORT [--threads N] [--token-file FILE] [--max-memory BYTES]\n"
-    "                [--join-timeout S] [--verbose]\n"
+    "                [--join-timeout S] [--handshake-timeout S] [--max-pending N]\n"
+    "                [--require-frame-auth] [--verbose]\n"
     "       braid-ps --bench-reduce [--bytes N] [--inputs K]\n"
     "\n"
     "braid-ps is a summation server for braid's CollNet (the BytePS architecture inside NCCL):\n"
@@ -39,21 +40,31 @@ static const char usage[] =
     "                       fails its session (ERROR, then closed); other sessions go on.\n"
     "  --join-timeout S     a session whose heads have not all joined within S seconds is\n"
     "                       closed (default 60).\n"
+    "  --handshake-timeout S  a connection that has not proven the token within S seconds\n"
+    "                       is dropped (default 5).\n"
+    "  --max-pending N      at most N connections that have not proven the token yet\n"
+    "                       (default 128); more are refused at once.\n"
+    "  --require-frame-auth refuse heads that do not authenticate their frames\n"
+    "                       (BRAID_PS_FRAME_AUTH=0 on the nodes).\n"
     "  -v, --verbose        also log every connection, join and close.\n"
     "  --bench-reduce       measure the reduction kernels on this CPU and exit\n"
     "                       (--bytes N per input, default 64M; --inputs K, default 8).\n"
     "  -h, --help           this text.\n"
     "\n"
     "Token: the heads and the servers of a job share a secret token (the plugin reads it from\n"
-    "BRAID_PS_TOKEN).  It never crosses the network: each side proves it knows the token with\n"
-    "HMAC-SHA256 over the other side's fresh random nonce.  Use a long random string, e.g.\n"
+    "BRAID_PS_TOKEN).  It never crosses the network: the head proves it knows the token first\n"
+    "(HMAC-SHA256 over both sides' fresh nonces and the HELLO), then the server; with frame\n"
+    "authentication (the heads' BRAID_PS_FRAME_AUTH, on by default) every later frame carries\n"
+    "a Poly1305 tag under a key of that connection.  Use a long random string, e.g.\n"
     "`openssl rand -hex 32`, and keep the token file readable by the server's user only.\n"
     "\n"
     "What a client (CollNet head) must do, per connection (the protocol is ps_offload/proto.h):\n"
-    "  1. send HELLO {version, session id, rank, nranks, nonce}; header flag bit 0 set when\n"
-    "     the heads use hold-back completion (every head of a session must agree);\n"
-    "  2. check the server's proof in CHALLENGE, answer with AUTH {proof} (HELLO to AUTH\n"
-    "     within 5 s);\n"
+    "  1. send HELLO {version 2, session id, rank, nranks, nonce}; header flag bit 0 set when\n"
+    "     the heads use hold-back completion (every head of a session must agree), bit 1 for\n"
+    "     frame authentication;\n"
+    "  2. answer CHALLENGE {nonce} with AUTH {proof} (connection to AUTH within 5 s), then\n"
+    "     check the server's PROOF; with frame authentication, tag every later frame and\n"
+    "     check the server's tags;\n"
     "  3. wait for READY, sent once all nranks heads of the session have authenticated\n"
     "     (REFUSE {reason} and a close instead when something is wrong);\n"
     "  4. per partition: PUSH {seq, part, dtype, op, rank} + data; RESULT comes back once every\n"
@@ -146,7 +157,7 @@ static int load_token(const char *file, char *buf, size_t n) {
 }
 
 enum { OPT_LISTEN = 1, OPT_THREADS, OPT_TOKEN_FILE, OPT_MAX_MEMORY, OPT_JOIN_TIMEOUT, OPT_VERBOSE,
-       OPT_BENCH, OPT_BYTES, OPT_INPUTS, OPT_HELP };
+       OPT_BENCH, OPT_BYTES, OPT_INPUTS, OPT_HELP, OPT_HS_TIMEOUT, OPT_MAX_PENDING, OPT_REQ_AUTH };
 
 int main(int argc, char **argv) {
   static const struct option longopts[] = {
@@ -155,6 +166,9 @@ int main(int argc, char **argv) {
       {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
       {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
       {"join-timeout", required_argument, NULL, OPT_JOIN_TIMEOUT},
+      {"handshake-timeout", required_argument, NULL, OPT_HS_TIMEOUT},
+      {"max-pending", required_argument, NULL, OPT_MAX_PENDING},
+      {"require-frame-auth", no_argument, NULL, OPT_REQ_AUTH},
       {"verbose", no_argument, NULL, OPT_VERBOSE},
       {"bench-reduce", no_argument, NULL, OPT_BENCH},
       {"bytes", required_argument, NULL, OPT_BYTES},
@@ -166,7 +180,7 @@ int main(int argc, char **argv) {
   const char *token_file = NULL;
   int bench = 0;
   uint64_t bench_bytes = 0;
-  long bench_inputs = 0, threads = 0;
+  long bench_inputs = 0, threads = 0, max_pending = 0;
   int opt;
   while ((opt = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
     switch (opt) {
@@ -194,6 +208,23 @@ int main(int argc, char **argv) {
       }
       break;
     }
+    case OPT_HS_TIMEOUT: {
+      char *end;
+      o.handshake_timeout_s = strtod(optarg, &end);
+      if (end == optarg || *end || !(o.handshake_timeout_s > 0) || o.handshake_timeout_s > 3600) {
+        fprintf(stderr, "braid-ps: --handshake-timeout %s: expected seconds (0 < S <= 3600)\n", optarg);
+        return 2;
+      }
+      break;
+    }
+    case OPT_MAX_PENDING:
+      if (parse_int(optarg, 1, 1000000, &max_pending) != 0) {
+        fprintf(stderr, "braid-ps: --max-pending %s: expected 1..1000000\n", optarg);
+        return 2;
+      }
+      o.max_pending = (int)max_pending;
+      break;
+    case OPT_REQ_AUTH: o.require_frame_auth = 1; break;
     case 'v':
     case OPT_VERBOSE: o.verbose = 1; break;
     case OPT_BENCH: bench = 1; break;

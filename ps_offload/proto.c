@@ -22,7 +22,8 @@ static uint32_t fnv1a(const uint8_t *p, size_t n) {
 }
 
 static const char *const names[] = {"?",      "HELLO",  "CHALLENGE", "AUTH",    "READY", "REFUSE",
-                                    "PUSH",   "RESULT", "DONE",      "RELEASE", "ERROR", "GONE"};
+                                    "PUSH",   "RESULT", "DONE",      "RELEASE", "ERROR", "GONE",
+                                    "PROOF"};
 
 const char *ps_type_name(int type) {
   return type >= 1 && type <= PS_TYPE_MAX ? names[type] : "unknown";
@@ -62,6 +63,7 @@ int ps_hdr_decode(const uint8_t in[PS_HDR_BYTES], struct ps_hdr *h, char *err, s
   case PS_HELLO: want = PS_HELLO_BYTES; break;
   case PS_CHALLENGE: want = PS_CHALLENGE_BYTES; break;
   case PS_AUTH: want = PS_AUTH_BYTES; break;
+  case PS_PROOF: want = PS_SERVER_PROOF_BYTES; break;
   case PS_READY: case PS_DONE: case PS_RELEASE: case PS_GONE: want = 0; break;
   case PS_PUSH: case PS_RESULT:
     if (h->len == 0 || h->len > PS_MAX_PAYLOAD)
@@ -94,7 +96,10 @@ int ps_hello_decode(const uint8_t in[PS_HELLO_BYTES], struct ps_hello *h, char *
   h->rank = get32(in + 4 + PS_SESSION_BYTES);
   h->nranks = get32(in + 8 + PS_SESSION_BYTES);
   memcpy(h->nonce, in + 12 + PS_SESSION_BYTES, PS_NONCE_BYTES);
-  if (h->version != PS_VERSION) FAIL("protocol version %u (this side speaks %u)", h->version, PS_VERSION);
+  if (h->version != PS_VERSION)
+    FAIL("protocol version %u, this braid-ps speaks %u%s: run the same braid release on the nodes "
+         "and the servers", h->version, PS_VERSION,
+         h->version < PS_VERSION ? " (authenticated handshake and frames)" : "");
   if (h->nranks < 1 || h->nranks > PS_MAX_RANKS) FAIL("session of %u ranks (allowed 1..%u)", h->nranks, PS_MAX_RANKS);
   if (h->rank >= h->nranks) FAIL("rank %u of a session of %u", h->rank, h->nranks);
   return 0;

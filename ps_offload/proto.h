@@ -1,18 +1,30 @@
 /* braid-ps wire protocol: what a CollNet head (the net plugin) and a braid-ps server say to each
  * other.  Shared by the plugin and the daemon; every integer is little-endian on the wire.
  *
- * Connection (one TCP connection per head per server, opened by the head in CollNet connect):
- *   head   -> server  HELLO     {version, session[16], rank, nranks, head_nonce[32]}
- *   server -> head    CHALLENGE {server_nonce[32], server_proof[32]}
- *                     server_proof = HMAC-SHA256(token, "braid-ps srv" | head_nonce | session)
+ * Connection (one TCP connection per head per server, opened by the head in CollNet connect).
+ * Version 2: the head proves first, and the server answers nothing keyed by the token before it
+ * has (no offline guessing oracle for a stranger); see auth.h for the exact MAC inputs.
+ *   head   -> server  HELLO     {version, session[16], rank, nranks, head_nonce[32]}; header
+ *                     flags: PS_FLAG_HOLD, PS_FLAG_AUTH (frame authentication, below)
+ *   server -> head    CHALLENGE {server_nonce[32]}                (nothing else)
  *   head   -> server  AUTH      {head_proof[32]}
- *                     head_proof = HMAC-SHA256(token, "braid-ps cli" | server_nonce | session |
- *                                              rank | nranks)            (see auth.h)
+ *                     head_proof = HMAC-SHA256(token, "braid-ps v2 head" | T), where the
+ *                     transcript T = HELLO payload | HELLO flags | server_nonce
+ *   server -> head    PROOF     {server_proof[32]} = HMAC-SHA256(token, "braid-ps v2 server" | T),
+ *                     sent only after head_proof verified; or REFUSE {reason} and a close
  *   server -> head    READY     once every rank 0..nranks-1 of the session has authenticated,
- *                     or REFUSE {reason text} (wrong token, rank taken, nranks mismatch, ...)
+ *                     or REFUSE {reason text} (rank taken, nranks mismatch, ...)
  *   The token never crosses the wire.  The session id is derived by every head from the CollNet
  *   handles of all heads (so all heads of one communicator name the same session, and nobody
- *   else can guess it).
+ *   else can guess it).  A version-1 head (HELLO version 1) gets REFUSE naming both versions.
+ *
+ * Frame authentication (HELLO flag PS_FLAG_AUTH, the head's BRAID_PS_FRAME_AUTH): every frame
+ * after PROOF (server -> head: READY and on) and after AUTH (head -> server) is followed by a
+ * PS_TAG_BYTES tag: Poly1305 over the header and payload, keyed by a one-time key derived from
+ * the connection's key K = HMAC-SHA256(token, "braid-ps v2 key" | T), the direction and the
+ * frame's number in that direction (counted from 0, never sent).  A modified, dropped, replayed
+ * or reordered frame fails its tag; the receiver drops the connection (see auth.h).  Without
+ * the flag, frames after the handshake are not authenticated (docs/security.md).
  *
  * Data, per operation `seq` (the head's per-collComm iallreduce count) and partition `part`:
  *   head   -> server  PUSH    {seq, part, dtype, op, rank, weights[16]} + len bytes of input
@@ -42,11 +54,13 @@
 #include <stdint.h>
 
 #define PS_MAGIC 0x31535042u /* "BPS1" */
-#define PS_VERSION 1
+#define PS_VERSION 2 /* 2: head proves first, frame authentication */
 #define PS_HDR_BYTES 48
 #define PS_SESSION_BYTES 16
 #define PS_NONCE_BYTES 32
 #define PS_PROOF_BYTES 32
+#define PS_TAG_BYTES 16 /* the tag after each frame with frame authentication */
+#define PS_KEY_BYTES 32
 #define PS_MAX_SERVERS 16
 #define PS_MAX_RANKS 4096
 /* Largest payload of any frame: a partition (BRAID_PS_PARTITION_BYTES is at most this). */
@@ -55,6 +69,9 @@
 /* HELLO header `flags` bit 0: the heads use hold-back completion (DONE / RELEASE); every member
  * of a session must send the same value, or the server refuses the late one. */
 #define PS_FLAG_HOLD 0x01u
+/* HELLO header `flags` bit 1: frames after the handshake carry tags (per connection). */
+#define PS_FLAG_AUTH 0x02u
+#define PS_FLAG_KNOWN (PS_FLAG_HOLD | PS_FLAG_AUTH)
 
 enum ps_type {
   PS_HELLO = 1,
@@ -68,7 +85,8 @@ enum ps_type {
   PS_RELEASE = 9,
   PS_ERROR = 10,
   PS_GONE = 11,
-  PS_TYPE_MAX = 11
+  PS_PROOF = 12,
+  PS_TYPE_MAX = 12
 };
 
 /* Every frame starts with this header (PS_HDR_BYTES on the wire):
@@ -86,8 +104,9 @@ struct ps_hdr {
 
 /* Payload sizes of the fixed-size frames. */
 #define PS_HELLO_BYTES (4 + PS_SESSION_BYTES + 4 + 4 + PS_NONCE_BYTES)
-#define PS_CHALLENGE_BYTES (PS_NONCE_BYTES + PS_PROOF_BYTES)
+#define PS_CHALLENGE_BYTES PS_NONCE_BYTES
 #define PS_AUTH_BYTES PS_PROOF_BYTES
+#define PS_SERVER_PROOF_BYTES PS_PROOF_BYTES
 
 struct ps_hello {
   uint32_t version;
@@ -98,12 +117,12 @@ struct ps_hello {
 
 void ps_hdr_encode(const struct ps_hdr *h, uint8_t out[PS_HDR_BYTES]);
 /* Checks magic, checksum, type, and the payload length the type allows (fixed sizes for
- * handshake frames, 1..PS_MAX_PAYLOAD for PUSH/RESULT, 0 for DONE/RELEASE/READY, at most
+ * handshake frames (HELLO, CHALLENGE, AUTH, PROOF), 1..PS_MAX_PAYLOAD for PUSH/RESULT, 0 for DONE/RELEASE/READY, at most
  * PS_MAX_TEXT for REFUSE/ERROR).  0, or -1 with a reason in err. */
 int ps_hdr_decode(const uint8_t in[PS_HDR_BYTES], struct ps_hdr *h, char *err, size_t errlen);
 
 void ps_hello_encode(const struct ps_hello *h, uint8_t out[PS_HELLO_BYTES]);
-/* Checks version, 1 <= nranks <= PS_MAX_RANKS and rank < nranks. */
+/* Checks version (a version-1 head gets a message saying so), 1 <= nranks <= PS_MAX_RANKS and rank < nranks. */
 int ps_hello_decode(const uint8_t in[PS_HELLO_BYTES], struct ps_hello *h, char *err,
                     size_t errlen);
 

@@ -24,6 +24,7 @@
 #define MAX_THREADS 256
 #define TICK_NS 100000000ull /* timeouts are checked this often */
 #define READS_PER_EVENT 32   /* fairness: reads of one connection per readiness event */
+#define DEFAULT_MAX_PENDING 128
 
 struct worker {
   struct ps_server *srv;
@@ -49,6 +50,8 @@ struct ps_server {
   int port;
   char addr[INET6_ADDRSTRLEN];
   int quiet, verbose;
+  int max_pending;
+  uint64_t refused, refused_logged_ns; /* acceptor thread only */
 };
 
 /* ---- Logging ---- */
@@ -222,6 +225,28 @@ static void tune_socket(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
 }
 
+/* More than max_pending connections have not proven the token: this one is refused at once (a
+ * REFUSE frame if the socket takes it, then closed), logged at most once a second. */
+static void refuse_pending(struct ps_server *s, int fd, const char *peer) {
+  char text[PS_MAX_TEXT];
+  int n = snprintf(text, sizeof text, "too many connections in the handshake (%d pending, "
+                   "braid-ps --max-pending); try again", s->max_pending);
+  struct ps_hdr h = {.type = PS_REFUSE, .len = (uint32_t)n};
+  uint8_t frame[PS_HDR_BYTES + PS_MAX_TEXT];
+  ps_hdr_encode(&h, frame);
+  memcpy(frame + PS_HDR_BYTES, text, (size_t)n);
+  if (send(fd, frame, PS_HDR_BYTES + (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+  }
+  close(fd);
+  s->refused++;
+  uint64_t now = ps_clock_ns();
+  if (now - s->refused_logged_ns >= 1000000000ull) {
+    s->refused_logged_ns = now;
+    slog(s, "refused %s: %d connections have not authenticated yet (--max-pending); %llu "
+            "refused so far", peer, s->max_pending, (unsigned long long)s->refused);
+  }
+}
+
 static void accept_ready(struct ps_server *s) {
   for (;;) {
     struct sockaddr_storage ss;
@@ -239,6 +264,10 @@ static void accept_ready(struct ps_server *s) {
     tune_socket(fd);
     char peer[64];
     braid_sockaddr_str((const struct sockaddr *)&ss, peer, sizeof peer);
+    if (ps_ctx_pending(s->ctx) >= s->max_pending) {
+      refuse_pending(s, fd, peer);
+      continue;
+    }
     struct worker *w = &s->workers[s->next_worker++ % (unsigned)s->nworkers];
     struct ps_conn *c = ps_conn_new(s->ctx, fd, w, peer);
     if (!c) {
@@ -381,12 +410,14 @@ struct ps_server *ps_server_start(const struct ps_server_opts *o, char *err, siz
   s->lfd = s->epfd = s->evfd = -1;
   s->quiet = o->quiet;
   s->verbose = o->verbose;
+  s->max_pending = o->max_pending > 0 ? o->max_pending : DEFAULT_MAX_PENDING;
   atomic_init(&s->stop, 0);
   struct ps_ctx_opts co = {
       .token = o->token,
       .max_memory = o->max_memory,
       .join_timeout_ns = secs_to_ns(o->join_timeout_s),
       .handshake_timeout_ns = secs_to_ns(o->handshake_timeout_s),
+      .require_frame_auth = o->require_frame_auth,
       .linger_ns = secs_to_ns(o->linger_s),
       .io = &sock_io,
       .log = o->quiet ? NULL : ps_log_stderr,
@@ -453,6 +484,7 @@ const char *ps_server_address(const struct ps_server *s) { return s->addr; }
 int ps_server_threads(const struct ps_server *s) { return s->nworkers; }
 uint64_t ps_server_memory(struct ps_server *s) { return ps_ctx_memory(s->ctx); }
 int ps_server_sessions(struct ps_server *s) { return ps_ctx_sessions(s->ctx); }
+int ps_server_pending(struct ps_server *s) { return ps_ctx_pending(s->ctx); }
 
 static void wake(int evfd) {
   uint64_t one = 1;

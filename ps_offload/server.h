@@ -24,7 +24,10 @@ struct ps_server_opts {
   const char *token;          /* required */
   uint64_t max_memory;        /* 0: 4 GiB */
   double join_timeout_s;      /* 0: 60 s */
-  double handshake_timeout_s; /* 0: 5 s */
+  double handshake_timeout_s; /* a connection must prove the token within this (0: 5 s) */
+  int max_pending;            /* connections that have not proven the token yet, at most this
+                                 many; more are refused at once (0: 128) */
+  int require_frame_auth;     /* refuse heads without frame authentication */
   double linger_s;            /* 0: 1 s */
   int verbose;                /* log per-connection events */
   int quiet;                  /* log nothing */
@@ -38,9 +41,11 @@ int ps_server_port(const struct ps_server *s);
 /* The bound address, numeric ("127.0.0.1", "::"). */
 const char *ps_server_address(const struct ps_server *s);
 int ps_server_threads(const struct ps_server *s);
-/* Partition bytes allocated now, and sessions open now. */
+/* Partition bytes (and records) allocated now, sessions open now, connections that have not
+ * proven the token (yet). */
 uint64_t ps_server_memory(struct ps_server *s);
 int ps_server_sessions(struct ps_server *s);
+int ps_server_pending(struct ps_server *s);
 /* Closes every session and connection, stops the threads, frees everything. */
 void ps_server_stop(struct ps_server *s);
 

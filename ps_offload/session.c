@@ -67,6 +67,7 @@ struct ps_ctx {
   struct ps_ctx_opts o;
   char *token;
   _Atomic uint64_t mem;
+  atomic_int pending; /* connections not authenticated (yet) */
   pthread_mutex_t reg_mu;
   struct ps_session *sessions;
   int nsessions;
@@ -100,6 +101,7 @@ struct ps_ctx *ps_ctx_create(const struct ps_ctx_opts *o) {
   if (!ctx->o.linger_ns) ctx->o.linger_ns = DEFAULT_LINGER_NS;
   if (!ctx->o.clock) ctx->o.clock = ps_clock_ns;
   atomic_init(&ctx->mem, 0);
+  atomic_init(&ctx->pending, 0);
   return ctx;
 }
 
@@ -118,6 +120,8 @@ uint64_t ps_ctx_memory(struct ps_ctx *ctx) { return atomic_load(&ctx->mem); }
 uint64_t ps_ctx_now(struct ps_ctx *ctx) { return ctx->o.clock(); }
 uint64_t ps_ctx_linger(struct ps_ctx *ctx) { return ctx->o.linger_ns; }
 const struct ps_io_ops *ps_ctx_io(struct ps_ctx *ctx) { return ctx->o.io; }
+
+int ps_ctx_pending(struct ps_ctx *ctx) { return atomic_load(&ctx->pending); }
 
 int ps_ctx_sessions(struct ps_ctx *ctx) {
   pthread_mutex_lock(&ctx->reg_mu);
@@ -148,17 +152,34 @@ static void mem_give(struct ps_ctx *ctx, uint64_t n) { atomic_fetch_sub(&ctx->me
 
 /* ---- Partitions ---- */
 
-static struct ps_part *part_new(struct ps_ctx *ctx, const struct ps_hdr *h, uint32_t nranks) {
+/* What a partition's record costs, buffers aside: counted against max_memory like the buffers,
+ * so that records without data (a GONE placeholder) cannot grow without bound either. */
+static uint64_t part_overhead(uint32_t nranks) {
+  return sizeof(struct ps_part) + (uint64_t)nranks * (1 + sizeof(void *) + sizeof(const void *));
+}
+
+/* A new partition record; NULL when out of memory, or (*over set) over the memory limit. */
+static struct ps_part *part_new(struct ps_ctx *ctx, const struct ps_hdr *h, uint32_t nranks,
+                                int *over) {
+  *over = 0;
+  if (mem_take(ctx, part_overhead(nranks)) != 0) {
+    *over = 1;
+    return NULL;
+  }
   struct ps_part *p = calloc(1, sizeof *p);
-  if (!p) return NULL;
-  p->rs = calloc(nranks, 1);
-  p->bufs = calloc(nranks, sizeof *p->bufs);
-  p->srcs = calloc(nranks, sizeof *p->srcs);
-  if (!p->rs || !p->bufs || !p->srcs) {
-    free(p->rs);
-    free(p->bufs);
-    free(p->srcs);
+  if (p) {
+    p->rs = calloc(nranks, 1);
+    p->bufs = calloc(nranks, sizeof *p->bufs);
+    p->srcs = calloc(nranks, sizeof *p->srcs);
+  }
+  if (!p || !p->rs || !p->bufs || !p->srcs) {
+    if (p) {
+      free(p->rs);
+      free(p->bufs);
+      free(p->srcs);
+    }
     free(p);
+    mem_give(ctx, part_overhead(nranks));
     return NULL;
   }
   atomic_init(&p->refs, 1);
@@ -181,6 +202,7 @@ void ps_part_put(struct ps_part *p) {
     free(p->bufs[i]);
     mem_give(p->ctx, p->len);
   }
+  mem_give(p->ctx, part_overhead(p->nranks));
   free(p->rs);
   free(p->bufs);
   free(p->srcs);
@@ -401,23 +423,43 @@ static void violation(struct ps_conn *c, uint64_t seq, uint32_t part, const char
 
 void ps_proto_conn_init(struct ps_conn *c) {
   c->hs_deadline = ps_ctx_now(c->ctx) + c->ctx->o.handshake_timeout_ns;
+  c->pending = 1;
+  atomic_fetch_add(&c->ctx->pending, 1);
   ps_logf(c->ctx, PS_LOG_DEBUG, "connection from %s", c->peer);
 }
 
+static void not_pending(struct ps_conn *c) {
+  if (!c->pending) return;
+  c->pending = 0;
+  atomic_fetch_sub(&c->ctx->pending, 1);
+}
+
+/* HELLO: answered with a random nonce and nothing else; the head proves first. */
 static void on_hello(struct ps_conn *c, const struct ps_hdr *h) {
-  char err[128];
+  char err[256];
   if (ps_hello_decode(c->small, &c->hello, err, sizeof err) != 0) {
     refuse(c, "%s", err);
     return;
   }
+  if (h->flags & ~PS_FLAG_KNOWN) {
+    refuse(c, "unknown HELLO flags 0x%02x", h->flags);
+    return;
+  }
+  if (c->ctx->o.require_frame_auth && !(h->flags & PS_FLAG_AUTH)) {
+    refuse(c, "this braid-ps requires frame authentication (BRAID_PS_FRAME_AUTH=1 on the nodes)");
+    return;
+  }
   c->hello_flags = h->flags;
   ps_auth_random(c->server_nonce, sizeof c->server_nonce);
-  uint8_t ch[PS_CHALLENGE_BYTES];
-  memcpy(ch, c->server_nonce, PS_NONCE_BYTES);
-  ps_auth_server_proof(c->ctx->token, c->hello.nonce, c->hello.session, ch + PS_NONCE_BYTES);
   c->state = PS_CONN_AUTH;
   struct ps_hdr out = {.type = PS_CHALLENGE, .len = PS_CHALLENGE_BYTES};
-  ps_conn_send(c, &out, ch);
+  ps_conn_send(c, &out, c->server_nonce);
+}
+
+static void transcript(const struct ps_conn *c, struct ps_transcript *t) {
+  ps_hello_encode(&c->hello, t->hello);
+  t->flags = c->hello_flags;
+  memcpy(t->server_nonce, c->server_nonce, PS_NONCE_BYTES);
 }
 
 static int tombstoned(struct ps_ctx *ctx, const uint8_t *id) {
@@ -428,12 +470,26 @@ static int tombstoned(struct ps_ctx *ctx, const uint8_t *id) {
 
 static void on_auth(struct ps_conn *c) {
   struct ps_ctx *ctx = c->ctx;
+  struct ps_transcript t;
+  transcript(c, &t);
   uint8_t want[PS_PROOF_BYTES];
-  ps_auth_head_proof(ctx->token, c->server_nonce, c->hello.session, c->hello.rank,
-                     c->hello.nranks, want);
+  ps_auth_head_proof(ctx->token, &t, want);
   if (!ps_auth_equal(want, c->small)) {
     refuse(c, "authentication failed (wrong token?)");
     return;
+  }
+  /* The head knows the token: now the server proves it does too, and with frame authentication
+   * everything after this PROOF (READY, or a REFUSE below) carries a tag. */
+  not_pending(c);
+  uint8_t proof[PS_PROOF_BYTES];
+  ps_auth_server_proof(ctx->token, &t, proof);
+  struct ps_hdr ph = {.type = PS_PROOF, .len = PS_SERVER_PROOF_BYTES};
+  ps_conn_send(c, &ph, proof);
+  if (c->hello_flags & PS_FLAG_AUTH) {
+    uint8_t key[PS_KEY_BYTES];
+    ps_auth_conn_key(ctx->token, &t, key);
+    ps_conn_start_auth(c, key);
+    explicit_bzero(key, sizeof key);
   }
   int hold = (c->hello_flags & PS_FLAG_HOLD) != 0;
   char why[160] = "";
@@ -559,11 +615,12 @@ static int push_header(struct ps_conn *c, const struct ps_hdr *h, uint8_t **dst,
   if (s->closed) {
     bad = "";
   } else if (!(p = table_find(s, h->seq, h->part))) {
-    p = part_new(ctx, h, s->nranks);
+    int over;
+    p = part_new(ctx, h, s->nranks, &over);
     if (!p || table_insert(s, p) != 0) {
       if (p) ps_part_put(p);
       p = NULL;
-      bad = "out of memory";
+      bad = over ? "memory limit: no room for a partition record" : "out of memory";
     }
   } else if (!p->settled && (p->len != h->len || p->dtype != h->dtype || p->op != h->op)) {
     bad = "PUSH differs from the partition's first PUSH (length, data type or op)";
@@ -743,12 +800,14 @@ static void on_gone(struct ps_conn *c, const struct ps_hdr *h) {
   if (s->closed) {
     bad = "";
   } else if (!(p = table_find(s, h->seq, h->part))) {
-    struct ps_hdr t = {.seq = h->seq, .part = h->part}; /* no data: a tombstone */
-    p = part_new(c->ctx, &t, s->nranks);
+    struct ps_hdr t = {.seq = h->seq, .part = h->part}; /* no data: a placeholder */
+    int over;
+    p = part_new(c->ctx, &t, s->nranks, &over);
     if (!p || table_insert(s, p) != 0) {
       if (p) ps_part_put(p);
       p = NULL;
-      bad = "out of memory";
+      bad = over ? "memory limit: no room for a GONE placeholder (too many partitions held)"
+                 : "out of memory";
     }
   } else if (p->reduced) {
     bad = "GONE for a partition every head pushed here";
@@ -840,6 +899,13 @@ void ps_proto_frame(struct ps_conn *c, const struct ps_hdr *h, struct ps_part *p
   }
 }
 
+void ps_proto_bad_tag(struct ps_conn *c, const struct ps_hdr *h, uint64_t n) {
+  violation(c, h->seq, h->part,
+            "frame %llu (%s) failed its authentication tag: modified, replayed, dropped or "
+            "reordered in transit, or not from this head",
+            (unsigned long long)n, ps_type_name(h->type));
+}
+
 void ps_proto_lost(struct ps_conn *c, const char *why) {
   if (c->session) {
     violation(c, 0, 0, "%s", why);
@@ -873,6 +939,7 @@ void ps_proto_tick(struct ps_conn *c) {
 }
 
 void ps_proto_conn_free(struct ps_conn *c) {
+  not_pending(c);
   if (c->session) session_put(c->session);
   c->session = NULL;
 }

@@ -9,7 +9,8 @@
  * rejoin it.
  *
  * A partition (seq, part) of a session holds one input buffer per rank, allocated when that
- * rank's PUSH header arrives (counted against max_memory); the last arriving input triggers the
+ * rank's PUSH header arrives (counted against max_memory, as is the partition's own record,
+ * placeholders for heads that completed it elsewhere (GONE) included); the last arriving input triggers the
  * reduction, in rank order, into rank 0's buffer, which the RESULT frames then point at.
  *
  * Locking: a registry mutex guards the session table (join and close only); each session has a
@@ -50,7 +51,8 @@ struct ps_ctx_opts {
   const char *token;             /* the job token; required */
   uint64_t max_memory;           /* partition buffers, all sessions together (0: 4 GiB) */
   uint64_t join_timeout_ns;      /* a session must fill up within this (0: 60 s) */
-  uint64_t handshake_timeout_ns; /* HELLO to AUTH (0: 5 s) */
+  uint64_t handshake_timeout_ns; /* connection to AUTH verified (0: 5 s) */
+  int require_frame_auth;        /* refuse heads that do not tag their frames (PS_FLAG_AUTH) */
   uint64_t linger_ns;            /* a closing connection waits this long for the peer (0: 1 s) */
   const struct ps_io_ops *io;
   ps_log_fn *log;                /* NULL: silent */
@@ -68,6 +70,8 @@ void ps_ctx_destroy(struct ps_ctx *ctx);
 uint64_t ps_ctx_memory(struct ps_ctx *ctx);
 /* Sessions open now. */
 int ps_ctx_sessions(struct ps_ctx *ctx);
+/* Connections that have not proven the token (yet), closing ones included. */
+int ps_ctx_pending(struct ps_ctx *ctx);
 uint64_t ps_ctx_now(struct ps_ctx *ctx);
 uint64_t ps_ctx_linger(struct ps_ctx *ctx);
 const struct ps_io_ops *ps_ctx_io(struct ps_ctx *ctx);
@@ -88,6 +92,8 @@ int ps_proto_header(struct ps_conn *c, const uint8_t raw[PS_HDR_BYTES], struct p
                     uint8_t **dst, struct ps_part **part);
 /* The payload of the frame whose header was last given to ps_proto_header is complete. */
 void ps_proto_frame(struct ps_conn *c, const struct ps_hdr *h, struct ps_part *part);
+/* A tagged frame (number n from the head) failed its tag: drops c, and its session. */
+void ps_proto_bad_tag(struct ps_conn *c, const struct ps_hdr *h, uint64_t n);
 /* c failed (peer closed, socket error): closes its session, if any. */
 void ps_proto_lost(struct ps_conn *c, const char *why);
 /* Timeouts of c's handshake and of its session's join. */

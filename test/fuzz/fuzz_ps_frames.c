@@ -1,12 +1,16 @@
 /* libFuzzer target: the braid-ps protocol engine (session.c + conn.c), without sockets or threads.
  *
  * The input is a script of commands for up to four fake head connections: raw bytes, or frames
- * the harness builds from the fuzzer's fields (a HELLO for one of two sessions, an AUTH with the
- * right proof for the server's nonce or a wrong one, PUSH with payload, DONE), delivered in
- * chunks of fuzzer-chosen sizes; peer disconnects; the clock moving on (handshake and join
- * timeouts); sockets that take everything, part, nothing (EAGAIN) or fail.  Every frame the
- * server writes must decode; at the end every connection and session must be gone, every
- * partition byte given back, and the sanitizers must be quiet (leaks included). */
+ * the harness builds from the fuzzer's fields (a HELLO for one of two sessions, with or without
+ * frame authentication, an AUTH with the right proof for the server's nonce or a wrong one, PUSH
+ * with payload, DONE, GONE; tagged once the head has authenticated with frame authentication; a
+ * replayed or bit-flipped tagged frame), delivered in chunks of fuzzer-chosen sizes; peer
+ * disconnects; the clock moving on (handshake and join timeouts); sockets that take everything,
+ * part, nothing (EAGAIN) or fail.  Every frame the server writes must decode, its PROOF must
+ * verify and, with frame authentication, every later frame must carry the right tag in order
+ * (partial writes, control frames queued ahead of RESULTs, closes with frames still queued); at
+ * the end every connection and session must be gone, every partition byte given back, and the
+ * sanitizers must be quiet (leaks included). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,13 +43,22 @@ struct fake {
   size_t part_budget;
   /* output parser */
   uint8_t hdr[PS_HDR_BYTES];
-  size_t hdr_got, skip;
-  int in_challenge;
-  uint8_t challenge[PS_CHALLENGE_BYTES];
-  size_t ch_got;
+  size_t hdr_got, skip, tag_got;
+  int in_type, in_tag;
+  uint8_t pl[PS_PROOF_BYTES]; /* CHALLENGE or PROOF payload */
+  size_t pl_got;
   int have_nonce;
-  /* what the harness said in HELLO */
-  uint8_t session[PS_SESSION_BYTES];
+  int rx_auth;                /* the server's frames carry tags (after its PROOF) */
+  uint64_t rx_seq;
+  struct ps_mac rmac;
+  uint8_t tag[PS_TAG_BYTES];
+  /* what the harness said in its first HELLO and AUTH */
+  int hello_sent, auth_sent, tx_auth;
+  struct ps_transcript t;
+  uint8_t key[PS_KEY_BYTES];
+  uint64_t tx_seq;
+  uint8_t last[PS_HDR_BYTES + 512 + PS_TAG_BYTES]; /* the last tagged frame sent, for replays */
+  size_t last_len;
   uint32_t rank, nranks;
 };
 
@@ -56,18 +69,46 @@ static uint64_t fake_now;
 
 static uint64_t fake_clock(void) { return fake_now; }
 
+/* A whole server frame (tag checked) of type f->in_type is in. */
+static void output_frame(struct fake *f) {
+  if (f->in_type == PS_CHALLENGE) {
+    memcpy(f->t.server_nonce, f->pl, PS_NONCE_BYTES);
+    f->have_nonce = 1;
+  } else if (f->in_type == PS_PROOF) {
+    uint8_t want[PS_PROOF_BYTES];
+    ps_auth_server_proof(TOKEN, &f->t, want);
+    CHECK(f->auth_sent && ps_auth_equal(want, f->pl)); /* only after our right AUTH */
+    f->rx_auth = (f->t.flags & PS_FLAG_AUTH) != 0;
+  }
+}
+
 static void consume_output(struct fake *f, const uint8_t *p, size_t n) {
   while (n) {
-    if (f->skip) {
+    if (f->skip) { /* payload */
       size_t k = n < f->skip ? n : f->skip;
-      if (f->in_challenge) {
-        memcpy(f->challenge + f->ch_got, p, k);
-        f->ch_got += k;
-        if (f->ch_got == PS_CHALLENGE_BYTES) f->have_nonce = 1;
+      if ((f->in_type == PS_CHALLENGE || f->in_type == PS_PROOF) && f->pl_got + k <= sizeof f->pl) {
+        memcpy(f->pl + f->pl_got, p, k);
+        f->pl_got += k;
       }
+      if (f->in_tag) ps_mac_update(&f->rmac, p, k);
       f->skip -= k;
       p += k;
       n -= k;
+      if (!f->skip && !f->in_tag) output_frame(f);
+      continue;
+    }
+    if (f->in_tag) { /* the tag after a frame */
+      size_t k = PS_TAG_BYTES - f->tag_got;
+      if (k > n) k = n;
+      memcpy(f->tag + f->tag_got, p, k);
+      f->tag_got += k;
+      p += k;
+      n -= k;
+      if (f->tag_got < PS_TAG_BYTES) continue;
+      CHECK(ps_mac_verify(&f->rmac, f->tag)); /* the server's frames are tagged, in order */
+      f->rx_seq++;
+      f->in_tag = 0;
+      output_frame(f);
       continue;
     }
     size_t k = PS_HDR_BYTES - f->hdr_got;
@@ -81,11 +122,18 @@ static void consume_output(struct fake *f, const uint8_t *p, size_t n) {
     struct ps_hdr h;
     char err[128];
     CHECK(ps_hdr_decode(f->hdr, &h, err, sizeof err) == 0); /* the server writes valid frames */
-    CHECK(h.type == PS_CHALLENGE || h.type == PS_READY || h.type == PS_REFUSE ||
-          h.type == PS_RESULT || h.type == PS_RELEASE || h.type == PS_ERROR);
-    f->in_challenge = h.type == PS_CHALLENGE;
-    f->ch_got = 0;
+    CHECK(h.type == PS_CHALLENGE || h.type == PS_PROOF || h.type == PS_READY ||
+          h.type == PS_REFUSE || h.type == PS_RESULT || h.type == PS_RELEASE || h.type == PS_ERROR);
+    f->in_type = h.type;
+    f->pl_got = 0;
     f->skip = h.len;
+    if (f->rx_auth) {
+      f->in_tag = 1;
+      f->tag_got = 0;
+      ps_mac_start(&f->rmac, f->key, PS_DIR_SERVER, f->rx_seq);
+      ps_mac_update(&f->rmac, f->hdr, PS_HDR_BYTES);
+    }
+    if (!f->skip && !f->in_tag) output_frame(f);
   }
 }
 
@@ -177,13 +225,24 @@ static void feed(struct ps_ctx *ctx, int s, const uint8_t *p, size_t n, size_t c
   }
 }
 
+/* A frame as the head builds it: tagged once it authenticated with frame authentication; flip
+ * (non-zero) changes one bit of it after the tag was computed. */
 static void send_frame(struct ps_ctx *ctx, int s, struct ps_hdr *h, const uint8_t *payload,
-                       size_t chunk) {
-  uint8_t buf[PS_HDR_BYTES + 512];
+                       size_t chunk, unsigned flip) {
+  struct fake *f = slot[s];
+  uint8_t buf[PS_HDR_BYTES + 512 + PS_TAG_BYTES];
   ps_hdr_encode(h, buf);
   size_t n = h->len <= 512 ? h->len : 0;
   if (n) memcpy(buf + PS_HDR_BYTES, payload, n);
-  feed(ctx, s, buf, PS_HDR_BYTES + n, chunk);
+  size_t total = PS_HDR_BYTES + n;
+  if (f->tx_auth) {
+    ps_mac_frame(f->key, PS_DIR_HEAD, f->tx_seq++, buf, buf + PS_HDR_BYTES, n, buf + total);
+    total += PS_TAG_BYTES;
+    memcpy(f->last, buf, total);
+    f->last_len = total;
+  }
+  if (flip) buf[flip % total] ^= (uint8_t)(1u << (flip % 8));
+  feed(ctx, s, buf, total, chunk);
 }
 
 static void run(struct ps_ctx *ctx, struct in *in) {
@@ -195,7 +254,7 @@ static void run(struct ps_ctx *ctx, struct in *in) {
     struct fake *f = slot[s];
     if (!f || !f->c) return; /* out of connections */
     size_t chunk = 1 + (u8(in) % 64);
-    switch ((cmd >> 2) % 11) {
+    switch ((cmd >> 2) % 13) {
     case 0: { /* raw bytes */
       size_t n = u8(in);
       if (n > in->n) n = in->n;
@@ -206,28 +265,36 @@ static void run(struct ps_ctx *ctx, struct in *in) {
     }
     case 1: { /* HELLO */
       uint8_t a = u8(in), b = u8(in);
-      struct ps_hello hello = {.version = (a & 0x80) ? PS_VERSION + 1 : PS_VERSION};
+      struct ps_hello hello = {.version = (a & 0x80) ? PS_VERSION + (b & 4 ? -1 : 1) : PS_VERSION};
       memcpy(hello.session, sessions[a & 1], PS_SESSION_BYTES);
       hello.nranks = 1 + ((a >> 1) & 3);
       hello.rank = (a >> 3) & 3;
       ps_auth_random(hello.nonce, sizeof hello.nonce);
-      memcpy(f->session, hello.session, PS_SESSION_BYTES);
-      f->rank = hello.rank;
-      f->nranks = hello.nranks;
       uint8_t raw[PS_HELLO_BYTES];
       ps_hello_encode(&hello, raw);
-      struct ps_hdr h = {.type = PS_HELLO, .len = PS_HELLO_BYTES, .flags = (uint8_t)(b & 3)};
-      send_frame(ctx, s, &h, raw, chunk);
+      struct ps_hdr h = {.type = PS_HELLO, .len = PS_HELLO_BYTES, .flags = (uint8_t)(b & 7)};
+      if (!f->hello_sent) { /* the server answers the first one only */
+        f->hello_sent = 1;
+        memcpy(f->t.hello, raw, PS_HELLO_BYTES);
+        f->t.flags = h.flags;
+        f->rank = hello.rank;
+        f->nranks = hello.nranks;
+      }
+      send_frame(ctx, s, &h, raw, chunk, 0);
       break;
     }
     case 2: { /* AUTH, right or wrong */
       uint8_t a = u8(in);
       uint8_t proof[PS_PROOF_BYTES] = {0};
-      if (f->have_nonce)
-        ps_auth_head_proof((a & 1) ? "wrong" : TOKEN, f->challenge, f->session, f->rank,
-                           f->nranks, proof);
+      if (f->have_nonce) ps_auth_head_proof((a & 1) ? "wrong" : TOKEN, &f->t, proof);
       struct ps_hdr h = {.type = PS_AUTH, .len = PS_AUTH_BYTES};
-      send_frame(ctx, s, &h, proof, chunk);
+      int first = !f->auth_sent && f->have_nonce && !(a & 1);
+      if (first) { /* before sending: the PROOF comes back while it is fed */
+        f->auth_sent = 1;
+        ps_auth_conn_key(TOKEN, &f->t, f->key);
+      }
+      send_frame(ctx, s, &h, proof, chunk, 0);
+      if (first) f->tx_auth = (f->t.flags & PS_FLAG_AUTH) != 0; /* tagged from here on */
       break;
     }
     case 3: { /* PUSH */
@@ -237,13 +304,13 @@ static void run(struct ps_ctx *ctx, struct in *in) {
                          .rank = (a & 0x40) ? ((a >> 4) & 3) : f->rank, .len = 1u + l};
       for (int i = 0; i < PS_MAX_SERVERS; i++) h.weights[i] = (uint8_t)(a + i);
       for (uint32_t i = 0; i < h.len; i++) payload[i] = u8(in);
-      send_frame(ctx, s, &h, payload, chunk);
+      send_frame(ctx, s, &h, payload, chunk, 0);
       break;
     }
     case 4: { /* DONE */
       uint8_t a = u8(in);
       struct ps_hdr h = {.type = PS_DONE, .seq = a & 3, .part = (a >> 2) & 3};
-      send_frame(ctx, s, &h, NULL, chunk);
+      send_frame(ctx, s, &h, NULL, chunk, 0);
       break;
     }
     case 5: /* the peer disconnects; a new connection takes the slot */
@@ -280,7 +347,7 @@ static void run(struct ps_ctx *ctx, struct in *in) {
       for (int i = 0; i < NSLOT; i++) {
         if (!slot[i] || !slot[i]->c) continue;
         h.rank = slot[i]->rank;
-        send_frame(ctx, i, &h, payload, chunk);
+        send_frame(ctx, i, &h, payload, chunk, 0);
       }
       break;
     }
@@ -288,9 +355,25 @@ static void run(struct ps_ctx *ctx, struct in *in) {
       uint8_t a = u8(in);
       struct ps_hdr h = {.type = PS_DONE, .seq = a & 3, .part = (a >> 2) & 3};
       for (int i = 0; i < NSLOT; i++)
-        if (slot[i] && slot[i]->c) send_frame(ctx, i, &h, NULL, chunk);
+        if (slot[i] && slot[i]->c) send_frame(ctx, i, &h, NULL, chunk, 0);
       break;
     }
+    case 11: { /* GONE; or, on the path: a PUSH with a bit flipped after its tag */
+      uint8_t a = u8(in), b = u8(in);
+      if (b & 1) {
+        struct ps_hdr h = {.type = PS_GONE, .seq = a & 7, .part = (a >> 3) & 7};
+        send_frame(ctx, s, &h, NULL, chunk, 0);
+      } else {
+        struct ps_hdr h = {.type = PS_PUSH, .seq = a & 3, .part = (a >> 2) & 3, .dtype = 7,
+                           .rank = f->rank, .len = 8};
+        memset(payload, a, 8);
+        send_frame(ctx, s, &h, payload, chunk, 1u + b);
+      }
+      break;
+    }
+    case 12: /* on the path: the last tagged frame again */
+      if (f->last_len) feed(ctx, s, f->last, f->last_len, chunk);
+      break;
     }
   }
 }

@@ -4,7 +4,9 @@
 # node, CollNetDirect several (each its own CollNet communicator over the same servers, all at
 # once).  Covers dtypes and ops, hold-back on and off, a server killed mid-run (re-route, results
 # still right), the wrong token, no server reachable, CollNet unconfigured, and CollNet
-# allgather/reducescatter refused (braid's iallgather/ireducescatter are NULL).
+# allgather/reducescatter refused (braid's iallgather/ireducescatter are NULL), and an on-path
+# attacker (a proxy that flips one bit of a server's RESULT): with frame authentication the head
+# drops that server and re-routes, results right; without it the run sees a wrong sum.
 #   test/integration/collnet_test.sh BUILD_DIR       (build or build/san)
 # Prints "collnet: N passed, N failed".
 set -uo pipefail
@@ -66,12 +68,82 @@ for op in allgather reducescatter; do
     ok "collnet-$op-refused"; else bad "collnet-$op-refused"; fi
 done
 
-# A server killed mid-run: every iteration verified, the run succeeds, the loss was logged.
+# A server killed mid-run: every iteration verified (--check-all: each its own data and a
+# poisoned output; 3 ranks x (1 warm-up + 60 + 1 verify pass) outputs checked), the run
+# succeeds, the loss was logged.
 ( sleep 3; kill -9 "${spid[1]}" ) &
 killer=$!
 if timeout 300 "$PERF" "${C[@]}" -n 3 -b 16M -e 16M --iters 60 -w 1 --check-all >"$tmp/out" 2>&1 &&
+   grep -q "Outputs checked      : 186 (all ranks; every iteration)" "$tmp/out" &&
    grep -q "lost" "$tmp/out"; then ok "collnet-server-killed"; else bad "collnet-server-killed"; fi
 wait "$killer"
+
+# On the path between the heads and one server: a proxy that flips one bit of what the server
+# sends (FLIP_AT bytes into the first connection that gets that far: a RESULT's payload).
+cat >"$tmp/tamper.py" <<'PY'
+import socket, sys, threading
+port_file, target, flip_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", 0))
+ls.listen(64)
+open(port_file + ".tmp", "w").write(str(ls.getsockname()[1]))
+import os; os.rename(port_file + ".tmp", port_file)
+once = threading.Lock()
+flipped = [False]
+def pipe(src, dst, tamper):
+    n = 0
+    try:
+        while True:
+            b = src.recv(1 << 16)
+            if not b:
+                break
+            if tamper and n + len(b) > flip_at:
+                with once:
+                    if not flipped[0] and n <= flip_at:
+                        b = bytearray(b)
+                        b[flip_at - n] ^= 0x10
+                        b = bytes(b)
+                        flipped[0] = True
+                        print("flipped a bit", flush=True)
+            n += len(b)
+            dst.sendall(b)
+    except OSError:
+        pass
+    for s in (src, dst):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+while True:
+    c, _ = ls.accept()
+    u = socket.create_connection(("127.0.0.1", target))
+    for s in (c, u):
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    threading.Thread(target=pipe, args=(c, u, False), daemon=True).start()
+    threading.Thread(target=pipe, args=(u, c, True), daemon=True).start()
+PY
+tamper() { # NAME EXPECTED_EXIT GREP [ENV...]: a 2-node run through the proxy to server 0, then server 2
+  local name=$1 want=$2 pat=$3; shift 3
+  rm -f "$tmp/tport"
+  python3 "$tmp/tamper.py" "$tmp/tport" "${port[0]}" 3000000 >"$tmp/tamper.log" 2>&1 &
+  local tp=$!
+  pids+=("$tp")
+  for _ in $(seq 50); do [ -s "$tmp/tport" ] && break; sleep 0.1; done
+  local rc=0
+  env "$@" BRAID_PS_SERVERS="127.0.0.1:$(cat "$tmp/tport"),127.0.0.1:${port[2]}" timeout 120 \
+    "$PERF" "${C[@]}" -n 2 -b 8M -e 8M --iters 12 -w 1 --check-all >"$tmp/out" 2>&1 || rc=$?
+  kill "$tp" 2>/dev/null; wait "$tp" 2>/dev/null
+  if [ "$rc" -eq "$want" ] && grep -q "flipped" "$tmp/tamper.log" && grep -q "$pat" "$tmp/out"; then
+    ok "$name"; else bad "$name (exit $rc, wanted $want)"; fi
+}
+if command -v python3 >/dev/null; then
+  tamper collnet-tampered-result-rerouted 0 "failed its authentication tag"
+  tamper collnet-tampered-result-without-frame-auth 1 "." BRAID_PS_FRAME_AUTH=0
+else
+  echo "skip collnet-tampered-result-rerouted (python3 not found)"
+  echo "skip collnet-tampered-result-without-frame-auth (python3 not found)"
+fi
 
 # The wrong token: connect fails on every head with a message naming the token, no hang.
 if ! BRAID_PS_TOKEN=wrong BRAID_PS_CONNECT_TIMEOUT_MS=5000 timeout 60 "$PERF" "${C[@]}" -n 2 -b 1K -e 1K --iters 1 -w 0 \

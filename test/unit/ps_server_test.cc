@@ -1,6 +1,7 @@
 // braid-ps in-process: raw-socket heads speak the protocol of proto.h / auth.h to a server on
 // 127.0.0.1 (port 0): reductions in any arrival order, hold-back, refusals, failure isolation,
-// timeouts.  Every socket read has a timeout, so a server that hangs fails a test, never the run.
+// timeouts, the authenticated handshake, frame tags (both directions: every frame a Head reads
+// must carry the server's right tag), the cap on unauthenticated connections.  Every socket read has a timeout, so a server that hangs fails a test, never the run.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -136,10 +137,26 @@ class Head {
     }
     return true;
   }
+  // A whole frame; with frame authentication on, followed by its tag.
   bool Send(const ps_hdr &h, const void *payload = nullptr) {
     uint8_t raw[PS_HDR_BYTES];
     ps_hdr_encode(&h, raw);
-    return SendRaw(raw, sizeof raw) && (!h.len || SendRaw(payload, h.len));
+    if (!SendRaw(raw, sizeof raw) || (h.len && !SendRaw(payload, h.len))) return false;
+    return !auth_ || SendTag(raw, payload, h.len);
+  }
+  // The tag of a frame sent raw (header and payload already written), numbered next.
+  bool SendTag(const uint8_t raw[PS_HDR_BYTES], const void *payload, size_t len) {
+    uint8_t tag[PS_TAG_BYTES];
+    ps_mac_frame(key_, PS_DIR_HEAD, tx_seq_++, raw, payload, len, tag);
+    return SendRaw(tag, sizeof tag);
+  }
+  // A whole tagged frame as bytes (to replay or corrupt), numbered next.
+  std::vector<uint8_t> Sealed(const ps_hdr &h, const void *payload) {
+    std::vector<uint8_t> v(PS_HDR_BYTES + h.len + PS_TAG_BYTES);
+    ps_hdr_encode(&h, v.data());
+    if (h.len) memcpy(v.data() + PS_HDR_BYTES, payload, h.len);
+    ps_mac_frame(key_, PS_DIR_HEAD, tx_seq_++, v.data(), payload, h.len, v.data() + PS_HDR_BYTES + h.len);
+    return v;
   }
 
   // Reads exactly n bytes within the deadline; false on timeout, EOF or error.
@@ -164,6 +181,7 @@ class Head {
     }
     return true;
   }
+  // One frame; with frame authentication its tag is read and must be right.
   bool Read(Frame *f, double secs = 3) {
     double deadline = Now() + secs;
     uint8_t raw[PS_HDR_BYTES];
@@ -174,7 +192,16 @@ class Head {
       return false;
     }
     f->payload.resize(f->h.len);
-    return !f->h.len || ReadFull(f->payload.data(), f->h.len, deadline);
+    if (f->h.len && !ReadFull(f->payload.data(), f->h.len, deadline)) return false;
+    if (!rx_auth_) return true;
+    uint8_t tag[PS_TAG_BYTES], want[PS_TAG_BYTES];
+    if (!ReadFull(tag, sizeof tag, deadline)) return false;
+    ps_mac_frame(key_, PS_DIR_SERVER, rx_seq_++, raw, f->payload.data(), f->h.len, want);
+    if (!ps_auth_equal_tag(tag, want)) {
+      ADD_FAILURE() << "the server's " << ps_type_name(f->h.type) << " frame has a wrong tag";
+      return false;
+    }
+    return true;
   }
   // Reads frames until end-of-stream; true if the server closed within secs.  The last ERROR
   // or REFUSE text seen is kept in last_text().
@@ -196,37 +223,53 @@ class Head {
     return poll(&pf, 1, static_cast<int>(secs * 1000)) == 0;
   }
 
-  // HELLO, CHALLENGE (checked), AUTH.  Returns false if the server proof did not verify.
+  // HELLO, CHALLENGE {nonce}, AUTH (our proof first), PROOF (the server's, checked); from
+  // there on, with auth, frames are tagged both ways.  False if the server refused or its proof
+  // did not verify.
   bool Handshake(const Session &s, uint32_t rank, uint32_t nranks, bool hold,
-                 const char *token = kToken, uint32_t version = PS_VERSION) {
+                 const char *token = kToken, uint32_t version = PS_VERSION, bool auth = true) {
     ps_hello hello{};
     hello.version = version;
     memcpy(hello.session, s.id, sizeof s.id);
     hello.rank = rank;
     hello.nranks = nranks;
     ps_auth_random(hello.nonce, sizeof hello.nonce);
-    uint8_t hb[PS_HELLO_BYTES];
-    ps_hello_encode(&hello, hb);
+    ps_transcript t{};
+    ps_hello_encode(&hello, t.hello);
+    t.flags = static_cast<uint8_t>((hold ? PS_FLAG_HOLD : 0) | (auth ? PS_FLAG_AUTH : 0));
     ps_hdr h{};
     h.type = PS_HELLO;
-    h.flags = hold ? PS_FLAG_HOLD : 0;
+    h.flags = t.flags;
     h.len = PS_HELLO_BYTES;
-    if (!Send(h, hb)) return false;
+    if (!Send(h, t.hello)) return false;
     Frame ch;
     if (!Read(&ch)) return false;
     if (ch.h.type != PS_CHALLENGE) {
       if (ch.h.type == PS_REFUSE) last_text_ = ch.Text();
       return false;
     }
-    uint8_t want[PS_PROOF_BYTES];
-    ps_auth_server_proof(token, hello.nonce, s.id, want);
-    bool server_ok = ps_auth_equal(want, ch.payload.data() + PS_NONCE_BYTES);
+    EXPECT_EQ(ch.payload.size(), static_cast<size_t>(PS_NONCE_BYTES)) << "CHALLENGE is a nonce only";
+    memcpy(t.server_nonce, ch.payload.data(), PS_NONCE_BYTES);
     uint8_t proof[PS_PROOF_BYTES];
-    ps_auth_head_proof(token, ch.payload.data(), s.id, rank, nranks, proof);
+    ps_auth_head_proof(token, &t, proof);
     ps_hdr a{};
     a.type = PS_AUTH;
     a.len = PS_AUTH_BYTES;
-    return Send(a, proof) && server_ok;
+    if (!Send(a, proof)) return false;
+    Frame pf;
+    if (!Read(&pf)) return false;
+    if (pf.h.type != PS_PROOF) {
+      if (pf.h.type == PS_REFUSE) last_text_ = pf.Text();
+      return false;
+    }
+    uint8_t want[PS_PROOF_BYTES];
+    ps_auth_server_proof(token, &t, want);
+    if (!ps_auth_equal(want, pf.payload.data())) return false;
+    if (auth) {
+      ps_auth_conn_key(token, &t, key_);
+      auth_ = rx_auth_ = true;
+    }
+    return true;
   }
   bool ExpectReady() {
     Frame f;
@@ -277,16 +320,19 @@ class Head {
   bool eof_ = false;
   std::string last_text_;
   std::vector<uint8_t> received_;
+  bool auth_ = false, rx_auth_ = false;
+  uint8_t key_[PS_KEY_BYTES] = {};
+  uint64_t tx_seq_ = 0, rx_seq_ = 0;
 };
 
 using Heads = std::vector<std::unique_ptr<Head>>;
 
 // n heads joined to session s and READY.
-Heads JoinAll(Server &srv, const Session &s, uint32_t n, bool hold) {
+Heads JoinAll(Server &srv, const Session &s, uint32_t n, bool hold, bool auth = true) {
   Heads heads;
   for (uint32_t r = 0; r < n; r++) {
     heads.emplace_back(new Head(srv.port()));
-    EXPECT_TRUE(heads.back()->Handshake(s, r, n, hold)) << "rank " << r;
+    EXPECT_TRUE(heads.back()->Handshake(s, r, n, hold, kToken, PS_VERSION, auth)) << "rank " << r;
   }
   for (uint32_t r = 0; r < n; r++) EXPECT_TRUE(heads[r]->ExpectReady()) << "rank " << r << ": " << heads[r]->last_text();
   return heads;
@@ -397,6 +443,7 @@ TEST(PsServerReduce, ThreeHeadsAnyArrivalOrder) {
                                             static_cast<uint8_t>(order[k] * 50)));
         usleep(3000);
         ASSERT_TRUE(heads[a]->SendRaw(in[a].data() + half, in[a].size() - half));
+        ASSERT_TRUE(heads[a]->SendTag(raw, in[a].data(), in[a].size()));
       }
       for (uint32_t r = 0; r < 3; r++) {
         Frame f;
@@ -420,11 +467,12 @@ TEST(PsServerReduce, ThreeHeadsAnyArrivalOrder) {
   EXPECT_EQ(1, ps_server_sessions(srv.get()));
 }
 
-// Many partitions in flight at once, pushed by every head in its own order.
+// Many partitions in flight at once, pushed by every head in its own order; without frame
+// authentication (BRAID_PS_FRAME_AUTH=0: no tags either way).
 TEST(PsServerReduce, ManyPartitionsInFlight) {
   Server srv;
   Session s = NewSession();
-  Heads heads = JoinAll(srv, s, 3, false);
+  Heads heads = JoinAll(srv, s, 3, false, /*auth=*/false);
   const int kParts = 40;
   std::vector<std::vector<std::vector<uint8_t>>> in(kParts);
   for (int p = 0; p < kParts; p++)
@@ -629,6 +677,194 @@ TEST(PsServerJoin, JoinAndHandshakeTimeouts) {
   EXPECT_TRUE(srv.SessionsDrain());
 }
 
+// A stranger (no token) who connects gets a random nonce and a refusal: nothing computed from the
+// token, so no offline guessing oracle for it (protocol 1 answered HELLO with a MAC over the
+// stranger's nonce).
+TEST(PsServerAuth, StrangerGetsNothingKeyedByTheToken) {
+  Server srv;
+  Head h(srv.port());
+  ps_hello hello{};
+  hello.version = PS_VERSION;
+  hello.rank = 0;
+  hello.nranks = 1;
+  memset(hello.nonce, 0x42, sizeof hello.nonce);
+  uint8_t hb[PS_HELLO_BYTES];
+  ps_hello_encode(&hello, hb);
+  ps_hdr hh{};
+  hh.type = PS_HELLO;
+  hh.len = PS_HELLO_BYTES;
+  ASSERT_TRUE(h.Send(hh, hb));
+  Frame ch;
+  ASSERT_TRUE(h.Read(&ch));
+  ASSERT_EQ(ch.h.type, PS_CHALLENGE);
+  EXPECT_EQ(ch.payload.size(), static_cast<size_t>(PS_NONCE_BYTES)) << "CHALLENGE carries a proof";
+  EXPECT_TRUE(h.Quiet(0.1)) << "more than a nonce before the head proved anything";
+  uint8_t junk[PS_PROOF_BYTES];
+  memset(junk, 0x17, sizeof junk);
+  ps_hdr a{};
+  a.type = PS_AUTH;
+  a.len = PS_AUTH_BYTES;
+  ASSERT_TRUE(h.Send(a, junk));
+  EXPECT_TRUE(h.WaitClosed());
+  EXPECT_NE(h.last_text().find("authentication failed"), std::string::npos) << h.last_text();
+  // Everything received: the CHALLENGE and the REFUSE, no PROOF.
+  EXPECT_EQ(h.received().size(), 2u * PS_HDR_BYTES + PS_NONCE_BYTES + h.last_text().size());
+}
+
+// A head of protocol 1 (before the head proved first) gets a refusal that names both versions.
+TEST(PsServerAuth, OldProtocolRefusedClearly) {
+  Server srv;
+  Head h(srv.port());
+  EXPECT_FALSE(h.Handshake(NewSession(), 0, 2, false, kToken, 1));
+  EXPECT_TRUE(h.WaitClosed());
+  EXPECT_NE(h.last_text().find("protocol version 1"), std::string::npos) << h.last_text();
+  EXPECT_NE(h.last_text().find("speaks 2"), std::string::npos) << h.last_text();
+}
+
+// braid-ps --require-frame-auth refuses heads that do not tag their frames.
+TEST(PsServerAuth, RequireFrameAuth) {
+  ps_server_opts o{};
+  o.require_frame_auth = 1;
+  Server srv(o);
+  Session s = NewSession();
+  Head plain(srv.port());
+  EXPECT_FALSE(plain.Handshake(s, 0, 1, false, kToken, PS_VERSION, /*auth=*/false));
+  EXPECT_NE(plain.last_text().find("requires frame authentication"), std::string::npos) << plain.last_text();
+  Head tagged(srv.port());
+  ASSERT_TRUE(tagged.Handshake(s, 0, 1, false));
+  EXPECT_TRUE(tagged.ExpectReady()) << tagged.last_text();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frame authentication: a changed bit or a replayed frame closes the session (ERROR naming the
+// tag to every member), never a wrong sum.
+
+TEST(PsServerFrameAuth, FlippedBitClosesSession) {
+  Server srv;
+  Session s = NewSession();
+  Heads heads = JoinAll(srv, s, 2, true);
+  std::vector<uint8_t> a = RandomInput(kFloat32, 1024, 1), b = RandomInput(kFloat32, 1024, 2);
+  ASSERT_TRUE(heads[0]->Push(0, 0, 0, kFloat32, kSum, a));
+  std::vector<uint8_t> f = heads[1]->Sealed(Head::PushHdr(0, 0, 1, kFloat32, kSum, b.size()), b.data());
+  f[PS_HDR_BYTES + 100] ^= 0x04;  // on the path: one bit of the gradient
+  ASSERT_TRUE(heads[1]->SendRaw(f.data(), f.size()));
+  for (auto &h : heads) {  // an ERROR naming the tag, then end-of-stream; never a RESULT
+    Frame r;
+    std::string text;
+    while (h->Read(&r)) {
+      EXPECT_NE(r.h.type, PS_RESULT) << "a RESULT from a modified input";
+      if (r.h.type == PS_ERROR) text = r.Text();
+    }
+    EXPECT_NE(text.find("authentication tag"), std::string::npos) << text;
+  }
+  EXPECT_TRUE(srv.MemoryDrains());
+}
+
+// The same with a header field the checksum covers (an attacker recomputes the checksum).
+TEST(PsServerFrameAuth, ChangedHeaderClosesSession) {
+  Server srv;
+  Session s = NewSession();
+  Heads heads = JoinAll(srv, s, 2, true);
+  std::vector<uint8_t> a = RandomInput(kInt32, 64, 1);
+  ps_hdr h = Head::PushHdr(0, 0, 0, kInt32, kSum, a.size());
+  std::vector<uint8_t> f = heads[0]->Sealed(h, a.data());
+  h.op = 2;  // sum -> max, with a valid header checksum
+  ps_hdr_encode(&h, f.data());
+  ASSERT_TRUE(heads[0]->SendRaw(f.data(), f.size()));
+  for (auto &hd : heads) EXPECT_TRUE(hd->WaitClosed());
+  EXPECT_NE(heads[1]->last_text().find("authentication tag"), std::string::npos) << heads[1]->last_text();
+}
+
+// A frame recorded on the wire and sent again (here: a PUSH of an operation already released, which
+// the server would otherwise take as the first input of a new partition) fails its tag.
+TEST(PsServerFrameAuth, ReplayedFrameRejected) {
+  Server srv;
+  Session s = NewSession();
+  Heads heads = JoinAll(srv, s, 2, true);
+  std::vector<std::vector<uint8_t>> in = {RandomInput(kInt32, 256, 1), RandomInput(kInt32, 256, 2)};
+  std::vector<uint8_t> recorded =
+      heads[0]->Sealed(Head::PushHdr(4, 0, 0, kInt32, kSum, in[0].size()), in[0].data());
+  ASSERT_TRUE(heads[0]->SendRaw(recorded.data(), recorded.size()));
+  ASSERT_TRUE(heads[1]->Push(4, 0, 1, kInt32, kSum, in[1]));
+  for (auto &h : heads) {
+    Frame f;
+    ASSERT_TRUE(h->Read(&f));
+    ASSERT_EQ(f.h.type, PS_RESULT) << f.Text();
+    EXPECT_TRUE(f.payload == Expected(kInt32, in));
+  }
+  for (auto &h : heads) ASSERT_TRUE(h->Done(4, 0));
+  for (auto &h : heads) {
+    Frame f;
+    ASSERT_TRUE(h->Read(&f));
+    ASSERT_EQ(f.h.type, PS_RELEASE) << f.Text();
+  }
+  ASSERT_TRUE(heads[0]->SendRaw(recorded.data(), recorded.size()));  // the replay
+  for (auto &h : heads) EXPECT_TRUE(h->WaitClosed());
+  EXPECT_NE(heads[1]->last_text().find("authentication tag"), std::string::npos) << heads[1]->last_text();
+  EXPECT_TRUE(srv.MemoryDrains());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unauthenticated connections: capped and timed out.
+
+// With --max-pending 3, the fourth connection that has not proven the token is refused at once;
+// the idle ones are dropped after the handshake timeout, and then a head gets in again.
+TEST(PsServerLimits, PendingHandshakesCappedAndTimedOut) {
+  ps_server_opts o{};
+  o.max_pending = 3;
+  o.handshake_timeout_s = 0.5;
+  Server srv(o);
+  Heads idle;
+  for (int i = 0; i < 3; i++) idle.emplace_back(new Head(srv.port()));
+  double end = Now() + 3;
+  while (ps_server_pending(srv.get()) < 3 && Now() < end) usleep(1000);
+  ASSERT_EQ(3, ps_server_pending(srv.get()));
+  double t0 = Now();
+  Head extra(srv.port());
+  EXPECT_TRUE(extra.WaitClosed(1));
+  EXPECT_NE(extra.last_text().find("too many connections"), std::string::npos) << extra.last_text();
+  EXPECT_LT(Now() - t0, 0.4) << "refused only after the timeout, not at once";
+  for (auto &h : idle) {
+    EXPECT_TRUE(h->WaitClosed(2));
+    EXPECT_NE(h->last_text().find("handshake not finished"), std::string::npos) << h->last_text();
+    h->Close();
+  }
+  EXPECT_LT(Now() - t0, 1.5);
+  end = Now() + 3;
+  while (ps_server_pending(srv.get()) > 0 && Now() < end) usleep(1000);
+  EXPECT_EQ(0, ps_server_pending(srv.get()));
+  Head ok(srv.port());
+  ASSERT_TRUE(ok.Handshake(NewSession(), 0, 1, false)) << ok.last_text();
+  EXPECT_TRUE(ok.ExpectReady());
+  EXPECT_EQ(0, ps_server_pending(srv.get())) << "an authenticated head still counted as pending";
+}
+
+// A slow-loris head that trickles its HELLO a byte at a time is dropped at the handshake timeout.
+TEST(PsServerLimits, SlowHandshakeDropped) {
+  ps_server_opts o{};
+  o.handshake_timeout_s = 0.5;
+  Server srv(o);
+  Head h(srv.port());
+  ps_hello hello{};
+  hello.version = PS_VERSION;
+  hello.nranks = 1;
+  uint8_t frame[PS_HDR_BYTES + PS_HELLO_BYTES];
+  ps_hdr hh{};
+  hh.type = PS_HELLO;
+  hh.len = PS_HELLO_BYTES;
+  ps_hdr_encode(&hh, frame);
+  ps_hello_encode(&hello, frame + PS_HDR_BYTES);
+  double t0 = Now();
+  bool closed = false;
+  for (size_t i = 0; i < sizeof frame && !closed; i++) {
+    if (!h.SendRaw(frame + i, 1)) break;
+    closed = !h.Quiet(0.05);
+  }
+  EXPECT_TRUE(h.WaitClosed(2));
+  EXPECT_LT(Now() - t0, 1.5);
+  EXPECT_NE(h.last_text().find("handshake not finished"), std::string::npos) << h.last_text();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failures: the broken session closes promptly, a concurrent session is unharmed.
 
@@ -744,6 +980,26 @@ TEST(PsServerMemory, LimitClosesSession) {
   for (uint32_t r = 0; r < 3; r++) heads[r]->Push(0, 0, r, kInt32, kSum, big);
   for (auto &h : heads) EXPECT_TRUE(h->WaitClosed());
   EXPECT_NE(heads[0]->last_text().find("memory limit"), std::string::npos) << heads[0]->last_text();
+  EXPECT_TRUE(srv.MemoryDrains());
+}
+
+// Placeholders for heads that completed a partition at a lost server (GONE) count against
+// --max-memory like partition data: a head sending GONE for ever more partitions hits the limit
+// instead of growing the server without bound.
+TEST(PsServerMemory, GonePlaceholdersCount) {
+  ps_server_opts o{};
+  o.max_memory = 64 << 10;
+  Server srv(o);
+  Session s = NewSession();
+  Heads heads = JoinAll(srv, s, 3, true);
+  ASSERT_TRUE(heads[0]->Gone(100, 0));
+  double end = Now() + 2;
+  while (ps_server_memory(srv.get()) == 0 && Now() < end) usleep(1000);
+  EXPECT_GT(ps_server_memory(srv.get()), 0u) << "a GONE placeholder costs nothing";
+  for (uint32_t p = 1; p < 2000; p++)
+    if (!heads[0]->Gone(100, p)) break;  // the server closes the session part-way
+  for (auto &h : heads) EXPECT_TRUE(h->WaitClosed());
+  EXPECT_NE(heads[1]->last_text().find("memory limit"), std::string::npos) << heads[1]->last_text();
   EXPECT_TRUE(srv.MemoryDrains());
 }
 
