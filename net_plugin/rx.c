@@ -3,7 +3,8 @@
  * Messages are matched to receives in sequence order; tags pick the buffer inside a grouped
  * receive.  A message is buffered (copied once) when receives are posted but all wait for other
  * tags (so an early send never blocks another's), or when, with several streams, its frames
- * arrive before an earlier message was seen (so no stream ever waits behind another).  With
+ * arrive before an earlier message was seen or completed (so no stream ever waits behind
+ * another).  With
  * several streams every complete frame is acknowledged per stream, a chunk that arrives twice (a
  * re-send after a rail failed, possibly cut into other pieces) counts each byte once, and a copy
  * still arriving when its message has completed is read into a sink, never into a buffer NCCL may
@@ -178,6 +179,17 @@ static ncclResult_t rx_advance(struct braid_comm *c) {
   }
 }
 
+/* Whether a message before next_match still waits for bytes.  With several streams those can
+ * sit behind the frame at hand (a chunk re-sent on a surviving rail after the next message's
+ * first frame), so that frame must not hold its stream. */
+static bool rx_earlier_incomplete(struct braid_comm *c) {
+  for (uint64_t q = c->held_below; q < c->next_match; q++) {
+    const struct braid_rxmsg *m = rx_msg(c, q);
+    if (m->seq == (int64_t)q && m->got != m->size) return true;
+  }
+  return false;
+}
+
 /* First frame seen of message f->seq.  *out: its entry, or NULL to hold the stream. */
 static ncclResult_t rx_new_msg(struct braid_comm *c, const struct braid_frame *f,
                                struct braid_rxmsg **out) {
@@ -185,9 +197,10 @@ static ncclResult_t rx_new_msg(struct braid_comm *c, const struct braid_frame *f
   struct braid_rxmsg *m = rx_msg(c, f->seq);
   if (m->seq >= 0 || f->seq >= c->next_match + BRAID_MSG_WINDOW) return ncclSuccess; /* hold */
   bool now = f->seq == c->next_match;
-  /* Nobody waits: hold every stream (TCP back-pressure); an earlier message's frames could only
-   * be placed once a receive is posted anyway. */
-  if (c->nposted == 0) return ncclSuccess;
+  /* Nobody waits: hold the stream (TCP back-pressure), unless an earlier message still waits for
+   * bytes that may be behind this frame: then this message is buffered (within
+   * BRAID_MAX_UNEXPECTED_BYTES), since NCCL may post its receive only once that one completes. */
+  if (c->nposted == 0 && !(c->acks && rx_earlier_incomplete(c))) return ncclSuccess;
   if (c->nunexpected >= BRAID_MSG_WINDOW / 2)
     return braid_comm_fail(c, ncclRemoteError, "more than %d messages arrived ahead of their "
                            "receives", BRAID_MSG_WINDOW / 2);

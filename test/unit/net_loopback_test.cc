@@ -576,6 +576,30 @@ TEST_F(RawStreams, ChunkResentInPiecesWhileTheOriginalArrivesCountsEachByteOnce)
   for (int fd : fds) close(fd);
 }
 
+// After a rail failed, the re-sent rest of a matched message can sit on a surviving stream behind
+// the first frame of the next message, whose receive NCCL posts only once the first completes.
+// The next message is buffered, never held in front of the bytes the first one waits for.
+TEST_F(RawStreams, NextMessageAheadOfAResentChunkIsBufferedNotHeld) {
+  int fds[2];
+  OpenStreams(2, fds);
+  const size_t size = 32 << 10, half = size / 2;
+  std::vector<char> src0 = Pattern(size, 21), src1 = Pattern(size, 22), buf0(size, 0x5a), buf1(size, 0x5a);
+  void* req0 = PostRecv(&buf0);
+  Frame(fds[0], 0, src0, 0, half);  // the first half arrives; its rail then fails
+  AwaitAck(fds[0], req0, 1);
+  Frame(fds[1], 1, src1, 0, size);     // the next message, all of it, on the surviving stream
+  Frame(fds[1], 0, src0, half, half);  // the first one's re-sent second half, behind it
+  int got = 0;
+  ASSERT_EQ(Wait(req0, &got), ncclSuccess) << "message 0 waited behind message 1";
+  EXPECT_EQ(got, static_cast<int>(size));
+  EXPECT_EQ(buf0, src0);
+  void* req1 = PostRecv(&buf1);
+  ASSERT_EQ(Wait(req1, &got), ncclSuccess);
+  EXPECT_EQ(got, static_cast<int>(size));
+  EXPECT_EQ(buf1, src1);
+  for (int fd : fds) close(fd);
+}
+
 // Several streams (acknowledged chunks): a receiver that posts nothing for longer than any stall
 // threshold (a straggler, a checkpoint) is waited for, never failed.
 class LoopbackStreams : public Loopback {
