@@ -4,7 +4,12 @@
 # - striping: a verified run uses every rail;
 # - a rail cut, and separately a rail black-holed, in the middle of a run: every iteration
 #   verified, no error, the rail reported down, then re-admitted after restore;
+# - a rail's TCP connections reset mid-run: the rail's stream reconnects on every connection,
+#   the receiver takes it back, the rail's counters show the failover and data through the rail
+#   after it (over ofi: the rail is down for good and the others carry the rest);
 # - a slowed rail is demoted.
+# Every run is braid-perf --check-all: each iteration its own data, a poisoned output, checked
+# (the count of checked outputs is asserted, so a run that checked less fails).
 # Prints "netbed: N passed, N failed"; skips (exit 77, "netbed: skipped (REASON)") where it
 # cannot run.
 # NETBED_TRANSPORT=ofi runs the cases over the ofi transport (libfabric, tcp provider): a failed
@@ -62,13 +67,42 @@ wait_connected() {
   timing="the sender's $2 connections were made $((SECONDS - t0)) s after start; the fault came $([ $OFI = 1 ] && echo 2.5 || echo 1) s later"
 }
 
-# run NAME FAULT_CMD...: a 2-rank oneway run host 0 -> host 1; FAULT_CMD runs 1 s after both
-# channels are connected, restore 2 s later; passes when both ranks exit 0 (every iteration
-# verified).
+# every_iteration_checked LOG ITERS: rank 0's LOG says the run checked every iteration of a
+# 1-size run with one warm-up (rank 1 alone receives: 1 + ITERS + 1 outputs).
+every_iteration_checked() {
+  grep -q "Outputs checked      : $(($2 + 2)) (all ranks; every iteration)" "$1"
+}
+
+# rail_metric METRIC RAIL [FILES]: "PEER VALUE" per connection, from the sender's
+# BRAID_METRICS_FILE (default: the last one written, $tmp/metrics.*).
+rail_metric() {
+  local m=$1 r=$2; shift 2
+  [ $# -gt 0 ] || set -- "$tmp"/metrics.*
+  sed -n "s/^$m{.*,peer=\"\([^\"]*\)\",rail=\"$r\",.*} \([0-9]*\)\$/\1 \2/p" "$@" 2>/dev/null
+}
+
+# after_reset LOG0: waits (<= 15 s) until every connection of the sender has its rail 1 back
+# (sockets: reconnected) or down (ofi), then 0.5 s more (metrics every 100 ms), and keeps the
+# sender's metrics as $tmp/mid; mid_alive=1 when the run was still going then.
+after_reset() {
+  local want t0=$SECONDS pat="send stream 1 (rail 1, eth1) to .* reconnected"
+  [ $OFI = 1 ] && pat="rail 1 (eth1) to .*-> down"
+  want=$(grep -c "NET/braid : connected to" "$1")
+  until [ "$(grep -c "$pat" "$1")" -ge "$want" ] || [ $((SECONDS - t0)) -ge 15 ]; do sleep 0.1; done
+  sleep 0.5
+  cat "$tmp"/metrics.* >"$tmp/mid" 2>/dev/null
+  mid_alive=0
+  kill -0 "$p0" 2>/dev/null && mid_alive=1
+  timing+="; rail 1 $([ $OFI = 1 ] && echo down || echo back) on $(grep -c "$pat" "$1") of $want connections $((SECONDS - t0)) s after the reset"
+}
+
+# run NAME FAULT_CMD...: a 2-rank oneway run host 0 -> host 1 (ITERS iterations, default 60);
+# FAULT_CMD runs 1 s after both channels are connected, restore 2 s later; passes when both
+# ranks exit 0 and every iteration was checked and right.
 run() {
-  local name=$1 fault=$2 port=$((30000 + RANDOM % 20000))
+  local name=$1 fault=$2 port=$((30000 + RANDOM % 20000)) iters=${ITERS:-60}
   timing=""
-  local args=(sendrecv --oneway -b 8M -e 8M -w 1 --iters 60 --timeout 30 --nranks 2
+  local args=(sendrecv --oneway -b 8M -e 8M -w 1 --iters "$iters" --check-all --timeout 30 --nranks 2
               --rendezvous 10.77.0.1:$port)
   $NB --prefix $P exec 1 "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1 & local p1=$!
   $NB --prefix $P exec 0 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 & local p0=$!
@@ -80,18 +114,20 @@ run() {
   # and until later samples correct it a cut of a device's only carrying rail is not detected for
   # seconds (no other rail makes it LATE; a known gap, see docs/design.md, ofi).
   [ -n "$fault" ] && wait_connected "$tmp/r0" 2 && [ $OFI = 1 ] && sleep 1.5
-  if [ "$fault" = reset ]; then # kill rail 1's TCP connections (SOCK_DESTROY): a reset
-    sleep 2; $NB --prefix $P exec 0 ss -K dst 10.77.1.2 >/dev/null 2>&1
+  if [ "$fault" = reset ]; then # reset host 0's TCP connections on rail 1
+    sleep 2; $NB --prefix $P reset 0 1 >"$tmp/fault" 2>&1
+    after_reset "$tmp/r0"
   elif [ -n "$fault" ]; then
     sleep 1; $NB --prefix $P "$fault" 0 $nic >/dev/null
     sleep 2; $NB --prefix $P restore 0 $nic >/dev/null
   fi
   wait $p0; local rc0=$?
   wait $p1; local rc1=$?
-  if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$tmp/r0"; then
+  if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$tmp/r0" &&
+     every_iteration_checked "$tmp/r0" "$iters"; then
     return 0
   fi
-  echo "     rank exits $rc0 $rc1" >>"$tmp/r0"
+  echo "     rank exits $rc0 $rc1; $(grep "Outputs checked" "$tmp/r0" || echo "no checked count")" >>"$tmp/r0"
   return 1
 }
 
@@ -101,7 +137,7 @@ elif run striping ""; then
   elif [ $OFI = 1 ] && ! grep -q "transport: libfabric" "$tmp/r0"; then bad "4-rail striping (not over libfabric)"
   elif grep "closed connection" "$tmp/r0" | grep -q "eth[0-3] 0.0 MB"; then
     bad "4-rail striping (a rail carried nothing)"
-  else ok "4-rail striping, verified"; fi
+  else ok "4-rail striping, every iteration verified"; fi
 else bad "4-rail striping"; fi
 
 for fault in cut blackhole; do
@@ -125,35 +161,73 @@ elif BRAID_RAILS="eth0;eth1;eth2;eth3" BRAID_BACKUP_RAIL=1 run backup cut0; then
   else bad "backup rail (rail 0 never reported down)"; fi
 else bad "backup rail"; fi
 
-# A rail whose TCP connection is reset mid-run reconnects and carries again (over ofi: the
-# provider's connection is reset; the rail fails over and the run completes on the others).
-if ! want reset; then :
-elif [ $OFI = 1 ]; then
-  if run reset reset; then
-    if grep -q "rail 1 (eth1).*-> down\|send stream 1 (rail 1, eth1)" "$tmp/r0"; then ok "rail reset mid-run: verified, completed on the other rails"
-    elif ! grep -q "eth1" "$tmp/r0"; then echo "skip rail reset (ss -K killed nothing here)"
-    else ok "rail reset mid-run: verified"; fi
+# A rail whose TCP connections are reset mid-run (netbed reset: host 0's segments on eth1 are
+# answered with TCP resets for 0.3 s): the reset must have hit, every iteration is verified, and
+# the rail's counters (the sender's BRAID_METRICS_FILE) show the failover on every connection
+# and on no other rail.  Over sockets each connection's stream 1 reconnects, exactly once, the
+# receiver takes it back, and rail 1 then carries data again (its byte counter grows after the
+# reconnect); over ofi (no rejoin) rail 1 stays down and the other rails carry the rest.
+reset_case() {
+  local why="" peer v mid n want
+  want=$(grep -c "NET/braid : connected to" "$tmp/r0")
+  if ! grep -q "^reset: [1-9]" "$tmp/fault"; then why="the reset hit nothing: $(cat "$tmp/fault")"
+  elif [ "$mid_alive" != 1 ]; then why="the run ended before rail 1 was measured after the reset"
+  fi
+  # failovers: rail 1 on every connection, no other rail
+  [ -z "$why" ] && [ "$(rail_metric braid_rail_failovers_total 1 | awk '$2 >= 1' | wc -l)" -ne "$want" ] &&
+    why="rail 1's failover counted on $(rail_metric braid_rail_failovers_total 1 | awk '$2 >= 1' | wc -l) of $want connections"
+  for r in 0 2 3; do
+    [ -z "$why" ] && rail_metric braid_rail_failovers_total $r | awk '$2 > 0 { f = 1 } END { exit !f }' &&
+      why="rail $r failed too"
+  done
+  if [ -z "$why" ] && [ $OFI = 0 ]; then
+    n=$(grep -c "send stream 1 (rail 1, eth1) to .* reconnected" "$tmp/r0")
+    [ "$n" -ne "$want" ] && why="stream 1 reconnected $n times over $want connections"
+    grep -q "send stream [02-9] .* reconnected" "$tmp/r0" && why="another stream reconnected"
+    n=$(grep -c "receive stream 1 (rail 1, eth1) from .* rejoined" "$tmp/r1")
+    [ -z "$why" ] && [ "$n" -ne "$want" ] && why="the receiver took stream 1 back $n times over $want connections"
+    while [ -z "$why" ] && read -r peer v; do
+      mid=$(rail_metric braid_rail_bytes_total 1 "$tmp/mid" | awk -v p="$peer" '$1 == p { print $2 }')
+      [ $((v - ${mid:-0})) -ge 8388608 ] ||
+        why="rail 1 to $peer carried $((v - ${mid:-0})) bytes after its reconnect (want >= 8 MiB)"
+    done < <(rail_metric braid_rail_bytes_total 1)
+  elif [ -z "$why" ]; then
+    rail_metric braid_rail_state 1 | awk '$2 != 3 { f = 1 } END { exit f }' || why="rail 1 not down at the end"
+    while [ -z "$why" ] && read -r peer v; do
+      mid=$(for r in 0 2 3; do rail_metric braid_rail_bytes_total $r "$tmp/mid"; done | awk -v p="$peer" '$1 == p { s += $2 } END { print s + 0 }')
+      v=$(for r in 0 2 3; do rail_metric braid_rail_bytes_total $r; done | awk -v p="$peer" '$1 == p { s += $2 } END { print s + 0 }')
+      [ $((v - mid)) -ge 8388608 ] || why="the other rails to $peer carried $((v - mid)) bytes after rail 1 went down"
+    done < <(rail_metric braid_rail_bytes_total 1)
+  fi
+  if [ -z "$why" ] && [ $OFI = 0 ]; then
+    ok "rail reset mid-run: every iteration verified, stream 1 reconnected and rejoined once per connection, rail 1's failover counted and data through it after"
+  elif [ -z "$why" ]; then
+    ok "rail reset mid-run: every iteration verified, rail 1 down on every connection (counted), the others carried the rest"
+  else
+    bad "rail reset mid-run ($why)"
+    echo "     --- $(cat "$tmp/fault"); rail 1 counters at the end, then after the reset:"
+    grep 'rail="1"' "$tmp"/metrics.* "$tmp/mid" 2>/dev/null | sed 's/^/     /' | head -n 20
+  fi
+}
+if want reset; then
+  rm -f "$tmp"/metrics.*; mid_alive=0
+  if BRAID_METRICS_FILE="$tmp/metrics.%p" BRAID_METRICS_INTERVAL_MS=100 ITERS=100 run reset reset; then
+    reset_case
   else bad "rail reset mid-run"; fi
-elif run reset reset; then
-  if grep -q "send stream 1 (rail 1, eth1).*reconnected" "$tmp/r0" &&
-     grep -q "receive stream 1 (rail 1, eth1).*rejoined" "$tmp/r1"; then
-    ok "rail reset mid-run: verified, reconnected and rejoined"
-  elif ! grep -q "eth1.*abort\|eth1.*reset" "$tmp/r0" "$tmp/r1"; then
-    echo "skip rail reset (ss -K killed nothing here: no SOCK_DESTROY in this kernel)"
-  else bad "rail reset (no reconnect)"; fi
-else bad "rail reset mid-run"; fi
+fi
 
 # A rail that is down when the connection is set up: the connection starts on the other three,
 # and the rail joins once it is restored (not over ofi: no rejoin there).
 if want setup && [ $OFI = 0 ]; then
   port=$((30000 + RANDOM % 20000))
   $NB --prefix $P cut 0 1 >/dev/null
-  args=(sendrecv --oneway -b 8M -e 8M -w 1 --iters 80 --timeout 30 --nranks 2 --rendezvous 10.77.0.1:$port)
+  args=(sendrecv --oneway -b 8M -e 8M -w 1 --iters 80 --check-all --timeout 30 --nranks 2 --rendezvous 10.77.0.1:$port)
   $NB --prefix $P exec 1 "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1 & p1=$!
   $NB --prefix $P exec 0 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 & p0=$!
   sleep 4; $NB --prefix $P restore 0 1 >/dev/null
   wait $p0; rc0=$?; wait $p1; rc1=$?
   if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$tmp/r0" &&
+     every_iteration_checked "$tmp/r0" 80 &&
      grep -q "send stream 1 (rail 1, eth1).*reconnected" "$tmp/r0" &&
      grep -q "receive stream 1 (rail 1, eth1).*rejoined" "$tmp/r1"; then
     ok "a rail down at set-up: started on the others, joined when restored"
@@ -169,7 +243,7 @@ if want slow; then
   elif ! grep -q "rail 2 (eth2).*-> degraded" "$tmp/r0"; then why="rail 2 never demoted"
   elif grep -q "rail [0-3] (eth[0-3]).*-> down" "$tmp/r0"; then why="a rail was taken down"
   fi
-  if [ -z "$why" ]; then ok "a rail at a tenth of the rate is demoted, no rail taken down, verified"
+  if [ -z "$why" ]; then ok "a rail at a tenth of the rate is demoted, no rail taken down, every iteration verified"
   else
     bad "slow rail demoted ($why)"
     echo "     --- rail events (sender), with their times:"
