@@ -10,7 +10,7 @@
 #include "log.h"
 #include "sched.h"
 
-enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN, CTL_AREA };
+enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN, CTL_AREA, CTL_MISMATCH };
 enum { CH_UNSENT, CH_INFLIGHT, CH_ACKED };
 
 #define CTLQ 64                 /* control messages queued or in flight */
@@ -39,13 +39,18 @@ struct ctl_fin {
   uint8_t type, pad[3];
   uint32_t seq;
 };
+struct ctl_mismatch { /* sender -> receiver: the send does not fit; both sides fail */
+  uint8_t type, pad[3];
+  uint32_t seq;
+  uint64_t size, cap;
+};
 struct ctl_area { /* the receiver's scratch area for probes */
   uint8_t type, nrails, pad[6];
   uint64_t addr, len;
   uint32_t rkey[BRAID_VC_MAX_RAILS];
 };
 
-_Static_assert(sizeof(struct ctl_cts) <= 64 && sizeof(struct ctl_fenced) <= 64 &&
+_Static_assert(sizeof(struct ctl_cts) <= 64 && sizeof(struct ctl_fenced) <= 64 && sizeof(struct ctl_mismatch) <= 64 &&
                sizeof(struct ctl_area) <= 64 && 64 <= BRAID_VERBS_CTRL_MAX, "control message sizes");
 
 struct chunk {
@@ -88,6 +93,7 @@ struct cts_entry {
 
 struct braid_vc {
   bool sender, failed;
+  bool usage; /* failed through the application's misuse (a size mismatch): ncclInvalidUsage */
   char err[256];
   int nrails;
   size_t chunk;
@@ -276,6 +282,10 @@ static void s_bind(struct braid_vc *vc, struct sreq *q) {
   if (q->size > c->m.cap) {
     vc_fail(vc, "a send of %zu bytes to a receive of %llu bytes: send/receive size mismatch", q->size,
             (unsigned long long)c->m.cap);
+    vc->usage = true;
+    /* The receiver learns it too: its receive fails with the same words, not a silent wait. */
+    struct ctl_mismatch m = {.type = CTL_MISMATCH, .seq = q->seq, .size = q->size, .cap = c->m.cap};
+    if (ctl_queue(vc, &m, sizeof m) == 0) ctl_post(vc);
     return;
   }
   q->have_cts = true;
@@ -442,6 +452,12 @@ static void on_ctl(struct braid_vc *vc, const uint8_t *d, uint32_t len) {
     struct ctl_fence f;
     memcpy(&f, d, sizeof f);
     ctl_fence_rail(vc, f.rail, "FENCE", "the peer failed it");
+  } else if (!vc->sender && type == CTL_MISMATCH && len == sizeof(struct ctl_mismatch)) {
+    struct ctl_mismatch m;
+    memcpy(&m, d, sizeof m);
+    vc_fail(vc, "the peer sent %llu bytes to a receive of %llu bytes (message %u): send/receive size "
+            "mismatch", (unsigned long long)m.size, (unsigned long long)m.cap, m.seq);
+    vc->usage = true;
   } else if (!vc->sender && type == CTL_FIN && len == sizeof(struct ctl_fin)) {
     struct ctl_fin m;
     memcpy(&m, d, sizeof m);
@@ -754,6 +770,7 @@ void braid_vc_describe(const struct braid_vc *vc, char *buf, size_t len) {
 }
 
 const char *braid_vc_error(const struct braid_vc *vc) { return vc->err; }
+bool braid_vc_usage_error(const struct braid_vc *vc) { return vc->usage; }
 uint64_t braid_vc_rail_bytes(const struct braid_vc *vc, int rail) { return vc->rail_bytes[rail]; }
 bool braid_vc_rail_down(const struct braid_vc *vc, int rail) { return vc->down[rail]; }
 

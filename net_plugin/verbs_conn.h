@@ -81,6 +81,9 @@ int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size);
 int braid_vc_progress(struct braid_vc *vc);
 
 const char *braid_vc_error(const struct braid_vc *vc);
+/* The failure is the application's (a send larger than its receive, reported on both sides):
+ * NCCL gets ncclInvalidUsage, else ncclRemoteError. */
+bool braid_vc_usage_error(const struct braid_vc *vc);
 /* Each rail's and each request's state, for a WARN about a connection that stopped moving. */
 void braid_vc_describe(const struct braid_vc *vc, char *buf, size_t len);
 /* Bytes each rail carried (acknowledged writes), for telemetry and tests. */

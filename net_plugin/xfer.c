@@ -36,6 +36,13 @@ static int xfer_verbs_ready(struct braid_comm *c) {
   return rc;
 }
 
+/* verbs: the connection failed; the application's misuse (a size mismatch, told to both sides)
+ * is ncclInvalidUsage, the rest ncclRemoteError. */
+static ncclResult_t xfer_verbs_fail(struct braid_comm *c) {
+  return braid_comm_fail(c, braid_vc_usage_error(c->vc) ? ncclInvalidUsage : ncclRemoteError, "verbs: %s",
+                         braid_vc_error(c->vc));
+}
+
 /* verbs: post r through the connection.  ncclSuccess with *request NULL when there is no room
  * now (NCCL retries). */
 static ncclResult_t xfer_verbs_post(struct braid_comm *c, struct braid_req *r, int rc, void **request) {
@@ -45,7 +52,7 @@ static ncclResult_t xfer_verbs_post(struct braid_comm *c, struct braid_req *r, i
   }
   if (rc < 0) {
     braid_req_release(r);
-    return braid_comm_fail(c, ncclRemoteError, "verbs: %s", braid_vc_error(c->vc));
+    return xfer_verbs_fail(c);
   }
   *request = r;
   return ncclSuccess;
@@ -143,7 +150,7 @@ ncclResult_t braid_xfer_test(void *request, int *done, int *sizes) {
     size_t size = 0; /* an early receive's size is not known yet: 0 */
     if (c->err) return c->err;
     if (r->early ? braid_vc_progress(c->vc) : braid_vc_test(c->vc, r->vreq, &r->done, &size))
-      return braid_comm_fail(c, ncclRemoteError, "verbs: %s", braid_vc_error(c->vc));
+      return xfer_verbs_fail(c);
     r->done |= r->early; /* its slot is the connection's now, maybe reused: never tested */
     if (r->done && r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
   } else if (r->kind == BRAID_REQ_SEND) braid_tx_progress(c); /* also moves other sends' data */

@@ -7,7 +7,9 @@
 #   (3) rail 2 cut mid-run (loss 100% both ways): the same;
 #   (4) NCCL's optional completion (--hint): over one rail receives are handed over to the
 #       connection and never tested, the receiver never driven for them, and their data still
-#       lands (verified in place); over 4 rails none is (a rail's fence needs the receiver).
+#       lands (verified in place); over 4 rails none is (a rail's fence needs the receiver);
+#   (5) a send larger than its receive (--mismatch): both ends fail as the application's error
+#       (ncclInvalidUsage in the plugin), each naming both sizes, within 10 s.
 # A rail slowed to a tenth is covered through braid-perf by test/vm/verbs_perf_test.sh.
 # Prints "vm: skipped (REASON)" and exits 77 where no guest can be booted (as test/vm/smoke.sh).
 #   test/vm/verbs_conn_test.sh   (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
@@ -29,6 +31,8 @@ grep -q "^detached [1-9][0-9]* of" /tmp/4a.out || fail "(4) no receive detached 
 $t --rails 4 --hint --seconds 1 >/tmp/4b.out 2>&1 || { cat /tmp/4b.out; fail "(4) 4 rails: exit status"; }
 grep "^detached" /tmp/4b.out
 grep -q "^detached 0 of" /tmp/4b.out || fail "(4) a receive detached over 4 rails"
+$t --rails 2 --mismatch >/tmp/5.out 2>&1 || { cat /tmp/5.out; fail "(5) size mismatch: exit status"; }
+cat /tmp/5.out
 # fault NAME CMD...: a run that waits on READY, CMD injects the fault, the run goes on 3 s.
 fault() {
   local name=$1; shift

@@ -10,6 +10,8 @@
  *                     optional completion): a detached receive is never tested and the receiver
  *                     is never driven for it: its data must land by the sender alone (checked in
  *                     the buffer, as NCCL's LL flags would); prints how many were detached
+ *   --mismatch        only: a send larger than its receive must fail both ends as the
+ *                     application's error (ncclInvalidUsage), each saying both sizes
  * Exit status: 0 passed, 1 failed, 2 usage. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +132,31 @@ static int stream(struct run *x, size_t sz, double secs) {
   return 0;
 }
 
+/* A send of 2 * cap to a receive of cap: both ends fail, as a usage error, within 10 s. */
+static int mismatch(struct run *x) {
+  const size_t cap = 4096, sz = 2 * cap;
+  int rreq, sreq, rc;
+  if (braid_vc_irecv(x->vc[1], x->rbuf[0], cap, x->rmem[0], &rreq)) return fail(x, "irecv");
+  while ((rc = braid_vc_isend(x->vc[0], x->sbuf[0], sz, x->smem[0], &sreq)) == 1) braid_vc_progress(x->vc[1]);
+  bool sfail = rc < 0, rfail = false, done;
+  size_t got;
+  for (double end = now_s() + 10; (!sfail || !rfail) && now_s() < end;) {
+    if (!sfail) sfail = braid_vc_test(x->vc[0], sreq, &done, NULL) < 0;
+    if (!rfail) rfail = braid_vc_test(x->vc[1], rreq, &done, &got) < 0;
+    if (!rfail && done) return fail(x, "the receive of a larger send completed");
+  }
+  printf("mismatch: sender: %s%s\nmismatch: receiver: %s%s\n", sfail ? "failed: " : "still waiting",
+         sfail ? braid_vc_error(x->vc[0]) : "", rfail ? "failed: " : "still waiting",
+         rfail ? braid_vc_error(x->vc[1]) : "");
+  if (!sfail || !rfail) return fail(x, "a size mismatch did not fail both ends within 10 s");
+  for (int s = 0; s < 2; s++) {
+    if (!braid_vc_usage_error(x->vc[s])) return fail(x, "a size mismatch not reported as a usage error");
+    if (!strstr(braid_vc_error(x->vc[s]), "8192 bytes") || !strstr(braid_vc_error(x->vc[s]), "4096 bytes"))
+      return fail(x, "a size mismatch reported without both sizes");
+  }
+  return 0;
+}
+
 static int find_rails(int n, struct braid_verbs_rail *a, struct braid_verbs_rail *b) {
   char hca[256] = "=", why[512];
   for (int r = 0; r < n; r++) {
@@ -159,7 +186,8 @@ static void usage(void) {
         "verified; prints Mbit/s and each rail's share.  --equal stripes in turn instead of by\n"
         "braid's scheduler; --sizes first sends 0, 1, 4095 bytes, a chunk, a chunk + 1 and 3 MiB\n"
         "+ 5; --go prints READY after 1 s and waits for a line on stdin before the timed run;\n"
-        "--hint offers each receive for early completion and checks detached ones in place.\n",
+        "--hint offers each receive for early completion and checks detached ones in place;\n"
+        "--mismatch only checks that a send larger than its receive fails both ends.\n",
         stderr);
 }
 
@@ -167,7 +195,7 @@ int main(int argc, char **argv) {
   int nrails = 4;
   size_t size = 1 << 20;
   double secs = 3;
-  bool sizes = false, go = false;
+  bool sizes = false, go = false, only_mismatch = false;
   struct braid_vc_opts o = {0};
   static struct run x;
   for (int i = 1; i < argc; i++) {
@@ -179,6 +207,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--sizes")) sizes = true;
     else if (!strcmp(argv[i], "--go")) go = true;
     else if (!strcmp(argv[i], "--hint")) x.hint = true;
+    else if (!strcmp(argv[i], "--mismatch")) only_mismatch = true;
     else {
       usage();
       return 2;
@@ -207,7 +236,12 @@ int main(int argc, char **argv) {
   }
   printf("connected: %d rails, chunk %zu, %s striping\n", nrails, chunk, o.equal ? "equal" : "adaptive");
   int rc = 0;
-  if (sizes) {
+  if (only_mismatch) {
+    rc = mismatch(&x);
+    sizes = go = false;
+    secs = 0;
+  }
+  if (!rc && sizes) {
     const size_t sz[] = {0, 1, 4095, chunk, chunk + 1, (3u << 20) + 5};
     for (size_t k = 0; k < sizeof sz / sizeof sz[0] && !rc; k++) {
       rc = post(&x, sz[k]) || finish(&x, now_s() + 30) ? -1 : 0;
@@ -221,7 +255,7 @@ int main(int argc, char **argv) {
     char line[16];
     if (!rc && !fgets(line, sizeof line, stdin)) rc = fail(&x, "no go line on stdin");
   }
-  if (!rc) {
+  if (!rc && secs > 0) {
     uint64_t b0 = x.bytes, m0 = x.done, rb0[BRAID_VC_MAX_RAILS];
     for (int r = 0; r < nrails; r++) rb0[r] = braid_vc_rail_bytes(x.vc[0], r);
     double t0 = now_s();
