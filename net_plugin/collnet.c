@@ -574,7 +574,11 @@ ncclResult_t braid_coll_connect(void *handles[], int nranks, int rank, void *lis
   }
   for (int r = 0; r < nranks; r++) {
     if (!handles[r] || handle_decode(handles[r], &hs[r]) != 0) {
-      BRAID_WARN("CollNet connect: the handle of head %d is not a braid CollNet handle", r);
+      if (handles[r] && hs[r].magic == HANDLE_MAGIC)
+        BRAID_WARN("CollNet connect: head %d speaks braid-ps protocol %u, this head %u: every node "
+                   "must run the same braid release", r, hs[r].version, PS_VERSION);
+      else
+        BRAID_WARN("CollNet connect: the handle of head %d is not a braid CollNet handle", r);
       rc = ncclInvalidArgument;
       goto out;
     }
