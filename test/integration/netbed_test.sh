@@ -115,7 +115,8 @@ run() {
   # seconds (no other rail makes it LATE; a known gap, see docs/design.md, ofi).
   [ -n "$fault" ] && wait_connected "$tmp/r0" 2 && [ $OFI = 1 ] && sleep 1.5
   if [ "$fault" = reset ]; then # reset host 0's TCP connections on rail 1
-    sleep 2; $NB --prefix $P reset 0 1 >"$tmp/fault" 2>&1
+    sleep 2; cat "$tmp"/metrics.* >"$tmp/pre" 2>/dev/null
+    $NB --prefix $P reset 0 1 >"$tmp/fault" 2>&1
     after_reset "$tmp/r0"
   elif [ -n "$fault" ]; then
     sleep 1; $NB --prefix $P "$fault" 0 $nic >/dev/null
@@ -162,15 +163,20 @@ elif BRAID_RAILS="eth0;eth1;eth2;eth3" BRAID_BACKUP_RAIL=1 run backup cut0; then
 else bad "backup rail"; fi
 
 # A rail whose TCP connections are reset mid-run (netbed reset: host 0's segments on eth1 are
-# answered with TCP resets for 0.3 s): the reset must have hit, every iteration is verified, and
-# the rail's counters (the sender's BRAID_METRICS_FILE) show the failover on every connection
-# and on no other rail.  Over sockets each connection's stream 1 reconnects, exactly once, the
+# answered with TCP resets for 0.3 s): no rail had failed just before, the reset must have hit,
+# every iteration is verified, and the rail's counters (the sender's BRAID_METRICS_FILE) show
+# the failover on every connection and on no other rail.  Over sockets each connection's stream 1 reconnects, exactly once, the
 # receiver takes it back, and rail 1 then carries data again (its byte counter grows after the
 # reconnect); over ofi (no rejoin) rail 1 stays down and the other rails carry the rest.
 reset_case() {
   local why="" peer v mid n want
   want=$(grep -c "NET/braid : connected to" "$tmp/r0")
-  if ! grep -q "^reset: [1-9]" "$tmp/fault"; then why="the reset hit nothing: $(cat "$tmp/fault")"
+  local before
+  before=$(for r in 0 1 2 3; do rail_metric braid_rail_failovers_total $r "$tmp/pre" | awk -v r=$r '$2 > 0 { print "rail " r " to " $1 }'; done)
+  if [ "$(rail_metric braid_rail_failovers_total 0 "$tmp/pre" | wc -l)" -ne "$want" ]; then
+    why="no metrics of all $want connections just before the reset"
+  elif [ -n "$before" ]; then why="already failed before the reset (at set-up?): $(echo $before)"
+  elif ! grep -q "^reset: [1-9]" "$tmp/fault"; then why="the reset hit nothing: $(cat "$tmp/fault")"
   elif [ "$mid_alive" != 1 ]; then why="the run ended before rail 1 was measured after the reset"
   fi
   # failovers: rail 1 on every connection, no other rail
