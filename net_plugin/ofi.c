@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "nccl_plugin/common.h"
+#include "param.h"
 
 #define OFI_API FI_VERSION(1, 14)
 #define HDR_SLOTS 64   /* posted header buffers per endpoint */
@@ -242,6 +243,7 @@ enum op_kind { OP_FREE = 0, OP_HDR_RECV, OP_SEND, OP_RECV };
 struct op {
   struct fi_context2 fc; /* first: libfabric hands back its address */
   enum op_kind kind;
+  bool app; /* a receive into the application's memory (braid_ofi_recv_payload) */
   void *ctx;
   size_t len;
   int mr; /* cache entry pinned by the op, -1 none */
@@ -378,23 +380,56 @@ int braid_ofi_ep_connect(struct braid_ofi_ep *e, const uint8_t *name, size_t len
   return 0;
 }
 
+static ssize_t ofi_cancel(fid_t fid, void *ctx) { return fi_cancel(fid, ctx); }
+ssize_t (*braid_ofi_cancel_hook)(fid_t fid, void *ctx) = ofi_cancel;
+
+static int ep_app_recvs(const struct braid_ofi_ep *e) {
+  int n = 0;
+  for (int i = 0; i < OPS; i++) n += e->ops[i].kind == OP_RECV && e->ops[i].app;
+  return n;
+}
+
+/* Reaps e's completions (the cancellations') until none is under way, or none into the
+ * application's memory when app_only, or ms have passed. */
+static void ep_drain(struct braid_ofi_ep *e, long ms, bool app_only) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    struct braid_ofi_done d[8];
+    e->failed = false; /* errors here are the cancellations */
+    (void)braid_ofi_progress(e, d, 8);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((app_only ? ep_app_recvs(e) : e->nops) &&
+           (t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000L < ms);
+}
+
 bool braid_ofi_ep_close(struct braid_ofi_ep *e) {
   if (!e) return true;
   /* Never close an endpoint with operations under way (closing one with a receive in progress
-   * crashes libfabric 1.17's rxm): cancel them and drive the endpoint for up to 200 ms; what
-   * is still stuck then (a transfer on a path that died) keeps the endpoint, and the memory it
-   * may write, alive for good. */
+   * crashes libfabric 1.17's rxm): cancel them and drive the endpoint for up to 200 ms.  What is
+   * still stuck then (a transfer on a path that died) keeps the endpoint, and braid's memory it
+   * may write, alive for good, except a receive into the application's memory, which NCCL frees
+   * once this returns: that one is waited for up to BRAID_TIMEOUT_MS, and if the provider still
+   * holds it the process stops with a clear error rather than let it write into freed memory. */
   if (e->nops) {
     for (int i = 0; i < OPS; i++)
-      if (e->ops[i].kind != OP_FREE) (void)fi_cancel(&e->ep->fid, &e->ops[i]);
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do {
-      struct braid_ofi_done d[8];
-      e->failed = false; /* errors here are the cancellations */
-      (void)braid_ofi_progress(e, d, 8);
-      clock_gettime(CLOCK_MONOTONIC, &t);
-    } while (e->nops && (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 200000000L);
+      if (e->ops[i].kind != OP_FREE) (void)braid_ofi_cancel_hook(&e->ep->fid, &e->ops[i]);
+    ep_drain(e, 200, false);
+    if (ep_app_recvs(e)) {
+      long ms = (long)braid_param_int(BRAID_P_TIMEOUT_MS);
+      BRAID_WARN("a %s endpoint still has %d receives into NCCL's buffers under way 200 ms after "
+                 "cancelling them: waiting up to %ld ms more (BRAID_TIMEOUT_MS)", g.prov,
+                 ep_app_recvs(e), ms);
+      ep_drain(e, ms, true);
+      if (ep_app_recvs(e)) {
+        BRAID_WARN("the %s provider did not give back %d receives into NCCL's buffers within %ld "
+                   "ms of cancelling them; stopping the process rather than let it write into "
+                   "memory NCCL frees after this close", g.prov, ep_app_recvs(e), ms);
+        fprintf(stderr, "NET/braid: libfabric receives into freed memory could not be cancelled: "
+                        "aborting\n");
+        abort();
+      }
+    }
     if (e->nops) {
       BRAID_WARN("a %s endpoint still has %d operations under way after 200 ms: left open (its "
                  "memory is kept) rather than closed under them", g.prov, e->nops);
@@ -523,14 +558,14 @@ int braid_ofi_send_hdr(struct braid_ofi_ep *e, const uint8_t hdr[BRAID_OFI_HDR_B
 }
 
 static int post_payload(struct braid_ofi_ep *e, bool send, void *buf, size_t len, uint64_t tag,
-                        void *ctx) {
+                        void *ctx, bool app) {
   if (e->failed || !e->connected) return -EIO;
   pthread_mutex_lock(&e->lock);
   struct op *o = op_get(e);
   void *desc = NULL;
   int slot = -1, rc = o ? mr_get(e, buf, len, &desc, &slot) : -EAGAIN;
   if (!rc) {
-    *o = (struct op){.kind = send ? OP_SEND : OP_RECV, .ctx = ctx, .len = len, .mr = slot};
+    *o = (struct op){.kind = send ? OP_SEND : OP_RECV, .app = app && !send, .ctx = ctx, .len = len, .mr = slot};
     e->nops++;
   }
   pthread_mutex_unlock(&e->lock);
@@ -548,11 +583,12 @@ static int post_payload(struct braid_ofi_ep *e, bool send, void *buf, size_t len
 
 int braid_ofi_send_payload(struct braid_ofi_ep *e, const void *buf, size_t len, uint64_t tag,
                            void *ctx) {
-  return post_payload(e, true, (void *)buf, len, tag, ctx);
+  return post_payload(e, true, (void *)buf, len, tag, ctx, false);
 }
 
-int braid_ofi_recv_payload(struct braid_ofi_ep *e, void *buf, size_t len, uint64_t tag, void *ctx) {
-  return post_payload(e, false, buf, len, tag, ctx);
+int braid_ofi_recv_payload(struct braid_ofi_ep *e, void *buf, size_t len, uint64_t tag, void *ctx,
+                           bool app) {
+  return post_payload(e, false, buf, len, tag, ctx, app);
 }
 
 void braid_ofi_cancel(struct braid_ofi_ep *e, void *ctx) {

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define BRAID_OFI_NAME_MAX 256
 #define BRAID_OFI_HDR_BYTES 40
@@ -45,8 +46,13 @@ int braid_ofi_ep_connect(struct braid_ofi_ep *e, const uint8_t *name, size_t len
                          size_t errlen);
 /* Closes the endpoint; operations still under way are cancelled first.  false when some did
  * not finish within 200 ms: the endpoint is then left open for good, and the memory those
- * operations use must stay allocated. */
+ * operations use must stay allocated.  A receive into the application's memory is waited for
+ * up to BRAID_TIMEOUT_MS; one the provider still holds then stops the process (abort, with a
+ * WARN): the application frees that memory after the close. */
 bool braid_ofi_ep_close(struct braid_ofi_ep *e);
+/* fi_cancel; a unit test puts one that cancels nothing here (test/unit/ofi_test.cc). */
+struct fid;
+extern ssize_t (*braid_ofi_cancel_hook)(struct fid *fid, void *ctx);
 /* Whether the provider is an ofi_rxm one (tcp;ofi_rxm, verbs;ofi_rxm): there braid receives every
  * payload into its own buffers, posted ahead of the data with room for BRAID_OFI_RXM_FRAME_MAX
  * bytes (rx.c), and frames are at most that long whatever BRAID_CHUNK_BYTES says. */
@@ -66,7 +72,10 @@ void braid_ofi_ep_mr_counts(const struct braid_ofi_ep *e, uint64_t *regs, uint64
 int braid_ofi_send_hdr(struct braid_ofi_ep *e, const uint8_t hdr[BRAID_OFI_HDR_BYTES]);
 int braid_ofi_send_payload(struct braid_ofi_ep *e, const void *buf, size_t len, uint64_t tag,
                            void *ctx);
-int braid_ofi_recv_payload(struct braid_ofi_ep *e, void *buf, size_t len, uint64_t tag, void *ctx);
+/* app: buf is the application's (NCCL's) memory, which it frees once the connection is closed:
+ * braid_ofi_ep_close never returns with such a receive still posted (see there). */
+int braid_ofi_recv_payload(struct braid_ofi_ep *e, void *buf, size_t len, uint64_t tag, void *ctx,
+                           bool app);
 /* Asks to cancel the posted payload receive with ctx; its completion still comes (cancelled, or
  * done when it had already matched). */
 void braid_ofi_cancel(struct braid_ofi_ep *e, void *ctx);

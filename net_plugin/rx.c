@@ -455,7 +455,7 @@ static int rx_ofi_post(struct braid_comm *c, struct braid_stream *s) {
     size_t len;
     char *dst = rx_ofi_dest(c, s, o, &len);
     if (!dst) return -1;
-    int rc = braid_ofi_recv_payload(s->ofi, dst, len, o->tag, o);
+    int rc = braid_ofi_recv_payload(s->ofi, dst, len, o->tag, o, dst == o->dest && !rx_ofi_bounced(c));
     if (rc == -EAGAIN) return 1;
     if (rc) return rx_stream_broken(c, s, braid_ofi_error(s->ofi)), -1;
     o->state = BRAID_OFI_RX_POSTED;
@@ -477,7 +477,7 @@ static int rx_ofi_prepost(struct braid_comm *c, struct braid_stream *s) {
         &s->ofi_rx[(s->ofi_rx_head + s->ofi_rx_count + s->ofi_rx_pre) % BRAID_OFI_RX_DEPTH];
     if (!rx_ofi_room(c, s, o, BRAID_OFI_RXM_FRAME_MAX)) return -1;
     int rc = braid_ofi_recv_payload(s->ofi, o->bounce, BRAID_OFI_RXM_FRAME_MAX,
-                                    s->ofi_tag + (uint64_t)s->ofi_rx_pre, o);
+                                    s->ofi_tag + (uint64_t)s->ofi_rx_pre, o, false);
     if (rc == -EAGAIN) return 1;
     if (rc) return rx_stream_broken(c, s, braid_ofi_error(s->ofi)), -1;
     o->state = BRAID_OFI_RX_PRE;

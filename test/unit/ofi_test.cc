@@ -13,6 +13,7 @@
 
 extern "C" {
 #include "ofi.h"
+#include "param.h"
 }
 
 namespace {
@@ -100,7 +101,7 @@ TEST_F(Ofi, FramesArriveAsHeaderThenTaggedPayloadInPlace) {
     return seen == 3;
   }));
   for (int k = 2; k >= 0; k--)
-    ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, dst.data() + k * kLen, kLen, 100 + k, &ctx[k]); }));
+    ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, dst.data() + k * kLen, kLen, 100 + k, &ctx[k], false); }));
   ASSERT_TRUE(Drive([&] { return done_a_.size() == 3 && done_b_.size() == 3; }));
   for (const braid_ofi_done& d : done_b_) {
     EXPECT_EQ(BRAID_OFI_OK, d.status);
@@ -119,7 +120,7 @@ TEST_F(Ofi, FramesArriveAsHeaderThenTaggedPayloadInPlace) {
     uint8_t hdr[BRAID_OFI_HDR_BYTES] = {};
     ASSERT_EQ(0, Post([&] { return braid_ofi_send_hdr(a_, hdr); }));
     ASSERT_EQ(0, Post([&] { return braid_ofi_send_payload(a_, src.data() + k * kLen, kLen, 200 + k, &ctx[k]); }));
-    ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, dst.data() + k * kLen, kLen, 200 + k, &ctx[k]); }));
+    ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, dst.data() + k * kLen, kLen, 200 + k, &ctx[k], false); }));
   }
   ASSERT_TRUE(Drive([&] { return done_a_.size() == 3 && done_b_.size() == 6; }));
   uint64_t regs2, hits2;
@@ -129,7 +130,7 @@ TEST_F(Ofi, FramesArriveAsHeaderThenTaggedPayloadInPlace) {
   // Released memory (NCCL's deregMr, a freed buffer) is registered afresh next time.
   braid_ofi_ep_forget(a_, src.data(), src.size());
   ASSERT_EQ(0, Post([&] { return braid_ofi_send_payload(a_, src.data(), kLen, 300, &ctx[0]); }));
-  ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, dst.data(), kLen, 300, &ctx[0]); }));
+  ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, dst.data(), kLen, 300, &ctx[0], false); }));
   ASSERT_TRUE(Drive([&] { return done_a_.size() == 4 && done_b_.size() == 7; }));
   uint64_t regs3, hits3;
   braid_ofi_ep_mr_counts(a_, &regs3, &hits3);
@@ -140,7 +141,7 @@ TEST_F(Ofi, FramesArriveAsHeaderThenTaggedPayloadInPlace) {
 TEST_F(Ofi, CancelledReceiveReportsCancelledAndNeverLands) {
   std::vector<uint8_t> dst(4096, 0xEE);
   int ctx;
-  ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, dst.data(), dst.size(), 7, &ctx); }));
+  ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, dst.data(), dst.size(), 7, &ctx, false); }));
   braid_ofi_cancel(b_, &ctx);
   ASSERT_TRUE(Drive([&] { return done_b_.size() == 1; }));
   EXPECT_EQ(BRAID_OFI_CANCELED, done_b_[0].status);
@@ -156,10 +157,34 @@ TEST_F(Ofi, DiscardIntoAShortBufferReportsTruncated) {
   std::vector<uint8_t> src(100000, 0x5A), sink(4096);
   int ctx;
   ASSERT_EQ(0, Post([&] { return braid_ofi_send_payload(a_, src.data(), src.size(), 9, &ctx); }));
-  ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, sink.data(), sink.size(), 9, &ctx); }));
+  ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, sink.data(), sink.size(), 9, &ctx, false); }));
   ASSERT_TRUE(Drive([&] { return done_b_.size() == 1 && done_a_.size() == 1; }));
   EXPECT_EQ(BRAID_OFI_TRUNCATED, done_b_[0].status);
   EXPECT_EQ(BRAID_OFI_OK, done_a_[0].status);
+}
+
+ssize_t CancelNothing(struct fid*, void*) { return 0; }
+
+// A receive posted straight into NCCL's buffer (single-stream ofi) must be gone when close
+// returns, since NCCL frees that memory next: cancelled, or the process stops with a clear error
+// (before, close gave up after 200 ms and returned with the receive still posted).
+TEST_F(Ofi, CloseNeverReturnsWithAReceiveIntoApplicationMemory) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<char> app(4096);
+  int ctx = 0;
+  ASSERT_EQ(0, Post([&] { return braid_ofi_recv_payload(b_, app.data(), app.size(), 11, &ctx, true); }));
+  setenv("BRAID_TIMEOUT_MS", "300", 1);
+  braid_params_reload();
+  EXPECT_DEATH(
+      {
+        braid_ofi_cancel_hook = CancelNothing;  // a provider that never gives the receive back
+        braid_ofi_ep_close(b_);
+      },
+      "could not be cancelled");
+  unsetenv("BRAID_TIMEOUT_MS");
+  braid_params_reload();
+  EXPECT_TRUE(braid_ofi_ep_close(b_)) << "a receive the provider cancels is closed at once";
+  b_ = nullptr;
 }
 
 TEST(OfiSetup, BadPeerAddressIsRefusedWithAReason) {
