@@ -223,12 +223,22 @@ static ncclResult_t connect_make_hello(struct braid_connect *k, int s) {
   return ncclSuccess;
 }
 
-/* The listener's reply on stream s (with the rail list on stream 0) checked. */
+/* The listener's reply on stream s (with the rail list on stream 0) checked.  A stream past 0
+ * that the listener no longer expects (it arrived after the connection started without it) is
+ * left out, to rejoin later. */
 static ncclResult_t connect_check_reply(struct braid_connect *k, int s) {
   char why[256];
   int rc = braid_hs_reply_check(k->peer.secret, &k->hs[s], s == 0 ? k->list : NULL,
                                 s == 0 ? k->list_got : 0, why, sizeof why);
   if (rc == 0) return ncclSuccess;
+  if (s > 0 && rc == BRAID_REPLY_STREAM) {
+    BRAID_WARN("connect to %s on device %d (stream %d): %s; starting without it, it rejoins when "
+               "it can", k->peer_str, k->dev, s, why);
+    close(k->fd[s]);
+    k->fd[s] = -1;
+    k->state[s] = ST_FAILED;
+    return ncclSuccess;
+  }
   BRAID_WARN("connect to %s on device %d (stream %d) failed: %s", k->peer_str, k->dev, s, why);
   return rc == BRAID_REPLY_AUTH || rc == BRAID_REPLY_TRANSPORT ? ncclInvalidUsage : ncclRemoteError;
 }
@@ -296,8 +306,8 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
       struct braid_hs_conn *hs = &k->hs[s];
       int rc = chal ? braid_hs_recv(k->fd[s], hs->chal, sizeof hs->chal, &hs->chal_got)
                     : braid_hs_recv(k->fd[s], hs->reply, sizeof hs->reply, &hs->reply_got);
-      if (rc == 0) {
-        if (now < (s == 0 ? k->deadline_ns : k->rail_deadline_ns)) return ncclSuccess;
+      if (rc == 0) { /* the listener's process answers: BRAID_TIMEOUT_MS, as for stream 0 */
+        if (now < k->deadline_ns) return ncclSuccess;
         errno = ETIMEDOUT;
       }
       if (rc <= 0 && s == 0) {
@@ -315,10 +325,8 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
           k->state[s] = ST_LIST;
           return connect_read_list(k);
         }
-        ncclResult_t err = connect_check_reply(k, s);
-        if (err) return err;
         k->state[s] = ST_DONE;
-        return ncclSuccess;
+        return connect_check_reply(k, s); /* or ST_FAILED, or an error */
       }
       ncclResult_t err = connect_make_hello(k, s);
       if (err) return err;
