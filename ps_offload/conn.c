@@ -13,7 +13,7 @@ struct ps_out {
   size_t len;
   struct ps_part *part; /* a reference when data points into a partition */
   int mac;              /* followed by a tag (queued after ps_conn_start_auth) */
-  int sealed;           /* handed to the socket: its place in the stream (and tag) is fixed */
+  int sealed;           /* tagged: its number, so its place in the stream, is fixed */
   uint8_t tag[PS_TAG_BYTES];
   uint8_t own[];
 };
@@ -55,7 +55,7 @@ static void purge_locked(struct ps_conn *c, int keep_started) {
     o = o->next;
     c->head->next = NULL;
     c->tail = c->head;
-    c->sealed_last = c->head;
+    c->sealed_last = c->head->sealed ? c->head : NULL;
   } else {
     c->head = c->tail = NULL;
     c->head_off = 0;
@@ -71,12 +71,11 @@ static void purge_locked(struct ps_conn *c, int keep_started) {
   }
 }
 
-/* Fixes o's place in the stream: its number and tag (under mu). */
+/* Tags a frame about to be written: fixes its number, so its place in the stream (under mu). */
 static void seal_locked(struct ps_conn *c, struct ps_out *o) {
-  if (o->sealed) return;
   o->sealed = 1;
   c->sealed_last = o;
-  if (o->mac) ps_mac_frame(c->key, PS_DIR_SERVER, c->tx_seq++, o->hdr, o->data, o->len, o->tag);
+  ps_mac_frame(c->key, PS_DIR_SERVER, c->tx_seq++, o->hdr, o->data, o->len, o->tag);
 }
 
 void ps_conn_put(struct ps_conn *c) {
@@ -104,7 +103,12 @@ static void flush_locked(struct ps_conn *c) {
     int n = 0;
     size_t skip = c->head_off;
     for (struct ps_out *o = c->head; o && n + 3 <= IOV_MAX_BATCH; o = o->next, skip = 0) {
-      seal_locked(c, o);
+      if (o->mac && !o->sealed) {
+        /* A RESULT behind the head is tagged only when it is next, so that control frames
+         * queued meanwhile can still go ahead of it (they never pass a tagged frame). */
+        if (o != c->head && o->len > PS_MAX_TEXT) break;
+        seal_locked(c, o);
+      }
       if (skip < PS_HDR_BYTES) iov[n++] = (struct iovec){o->hdr + skip, PS_HDR_BYTES - skip};
       size_t ds = skip > PS_HDR_BYTES ? skip - PS_HDR_BYTES : 0;
       if (ds < o->len) iov[n++] = (struct iovec){(void *)(o->data + ds), o->len - ds};
@@ -172,15 +176,16 @@ static void enqueue_locked(struct ps_conn *c, struct ps_out *o) {
  * this one included, has received that RESULT.) */
 static void enqueue_ctl_locked(struct ps_conn *c, struct ps_out *o) {
   struct ps_out *after = c->ctl_last;
-  if (c->sealed_last) { /* never ahead of a sealed frame (a partly written one is sealed) */
+  if (c->sealed_last) { /* never ahead of a tagged frame: the numbers go out in order */
     for (struct ps_out *q = c->head; q; q = q->next) {
       if (q == after || !after) {
         after = c->sealed_last;
         break;
       }
-      if (q == c->sealed_last) break; /* ctl_last comes after the sealed prefix */
+      if (q == c->sealed_last) break; /* ctl_last comes after the tagged prefix */
     }
   }
+  if (!after && c->head && c->head_off > 0) after = c->head;
   if (after) {
     o->next = after->next;
     after->next = o;

@@ -12,8 +12,9 @@
  * session's close).
  *
  * Output: a queue of frames under the connection's mutex.  With frame authentication, a frame's
- * tag and number are fixed when it is first handed to the socket ("sealed"); frames queued later
- * never overtake a sealed one, so the numbers go out in order.  Any thread may queue a frame and
+ * tag and number are fixed when it is about to be handed to the socket ("sealed": the head, and
+ * small frames batched behind it); frames queued later never overtake a sealed one, so the
+ * numbers go out in order.  Any thread may queue a frame and
  * write what the socket takes at once; what is left is written by the owner when the socket is
  * writable again (ps_io_ops.want_write asks for that).  A RESULT frame points at the partition's
  * result buffer (and holds a reference on the partition) instead of copying it.
@@ -85,7 +86,7 @@ struct ps_conn {
   struct ps_out *head, *tail;
   struct ps_out *ctl_last;  /* the last control frame queued ahead of data frames, or NULL */
   size_t head_off;          /* bytes of the head frame already written */
-  struct ps_out *sealed_last; /* the last frame of the sealed prefix of the queue, or NULL */
+  struct ps_out *sealed_last; /* the last frame of the tagged prefix of the queue, or NULL */
   int tx_auth;              /* frames queued from here on carry tags */
   uint64_t tx_seq;          /* number of the next tagged frame to the head */
   int want_write;           /* asked the I/O layer for writability */
