@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Builds the wire-format fuzzers (libFuzzer + ASan + UBSan) into build/fuzz/ and runs each for
-# SECONDS (default 20).  Exits non-zero if a target fails to build or finds a crash; reproducers
-# are left in build/fuzz/artifacts/.  Run from anywhere:  test/fuzz/run.sh [SECONDS]
+# Builds the fuzzers (libFuzzer + ASan + UBSan) into build/fuzz/ and runs each for SECONDS
+# (default 20), starting from its committed seeds (test/fuzz/corpus/<target>/, copied into
+# build/fuzz/corpus/<target>/, never written back) so every run starts deep.  Exits non-zero if a
+# target fails to build or finds a crash; reproducers are left in build/fuzz/artifacts/.  The
+# summary gives each target's runs and the coverage it reached (libFuzzer's cov: edges, ft:
+# features).  Run from anywhere:  test/fuzz/run.sh [SECONDS]   (FUZZ_TARGETS="fuzz_rx ...": only those)
 set -euo pipefail
 
 SECONDS_PER_TARGET=${1:-20}
@@ -14,8 +17,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 CLANG=${CLANG:-clang}
 OUT=build/fuzz
-TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_ps_frames)
-declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=80 [fuzz_frame]=40 [fuzz_raillist]=296 [fuzz_ps_frames]=4096) # decoder input sizes; a command script for fuzz_ps_frames
+TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_ps_frames fuzz_rx)
+declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=80 [fuzz_frame]=40 [fuzz_raillist]=296 [fuzz_ps_frames]=4096
+                    [fuzz_rx]=4096) # decoder input sizes; a command script for the state machines
+if [ -n "${FUZZ_TARGETS:-}" ]; then read -ra TARGETS <<<"$FUZZ_TARGETS"; fi
 mkdir -p "$OUT/artifacts"
 
 PS_ENGINE=(ps_offload/session.c ps_offload/conn.c ps_offload/proto.c ps_offload/auth.c ps_offload/reduce.c ps_offload/reduce_x86.c
@@ -23,8 +28,10 @@ PS_ENGINE=(ps_offload/session.c ps_offload/conn.c ps_offload/proto.c ps_offload/
 for t in "${TARGETS[@]}"; do
   srcs=(net_plugin/wire.c) libs=()
   [ "$t" = fuzz_ps_frames ] && srcs=("${PS_ENGINE[@]}") libs=(-lpthread)
+  # the data path's state machines, compiled in with stand-ins for the rest (test/fuzz/net_stubs.c)
+  [ "$t" = fuzz_rx ] && srcs=(test/fuzz/net_stubs.c net_plugin/rx.c net_plugin/wire.c net_plugin/ack_out.c)
   "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote ps_offload \
+    -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote ps_offload -iquote test/fuzz \
     "test/fuzz/$t.c" "${srcs[@]}" -o "$OUT/$t" "${libs[@]}"
 done
 
@@ -34,17 +41,20 @@ for t in "${TARGETS[@]}"; do
   corpus="$OUT/corpus/$t"
   log="$OUT/$t.log"
   mkdir -p "$corpus"
+  if [ -d "test/fuzz/corpus/$t" ]; then cp -n test/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true; fi
   rc=0
   "./$OUT/$t" -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 -max_len="${MAX_LEN[$t]}" \
     -artifact_prefix="$OUT/artifacts/$t-" "$corpus" >"$log" 2>&1 || rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
+  last=$(grep -E '^#[0-9]+[[:space:]]' "$log" | tail -n 1 || true) # the last status line: DONE, or the last before a crash
+  cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last") ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
   if [ "$rc" -ne 0 ]; then
     status=1
-    summary+=("$t: FAILED (exit $rc) after ${runs:-?} runs; see $log and $OUT/artifacts/")
+    summary+=("$t: FAILED (exit $rc) after ${runs:-?} runs (cov ${cov:-?} ft ${ft:-?}); see $log and $OUT/artifacts/")
     grep -m 3 -E 'check failed|ERROR:|runtime error' "$log" >&2 || true
     grep -A 3 -E '^SUMMARY' "$log" >&2 || true
   else
-    summary+=("$t: ok, ${runs:-?} runs in ${SECONDS_PER_TARGET}s, corpus $(find "$corpus" -type f | wc -l) inputs")
+    summary+=("$t: ok, ${runs:-?} runs in ${SECONDS_PER_TARGET}s, cov ${cov:-?} ft ${ft:-?}, corpus $(find "$corpus" -type f | wc -l) inputs")
   fi
 done
 
