@@ -341,7 +341,8 @@ static struct braid_req *req_alloc(void) {
   return NULL;
 }
 
-/* irecv of n slots; cap 0 means "big enough for anything". */
+/* irecv of n slots; cap SIZE_MAX: big enough for anything; SIZE_MAX - 2 + d (d = -1, 0, 1):
+ * the size of the message this slot pairs with, plus d (big when that message is not known yet). */
 static void post(int n, const int *tags, const size_t *caps) {
   if (c->err || nouts == MAX_OUT) return;
   for (int i = 0; i < n; i++)
@@ -352,7 +353,15 @@ static void post(int n, const int *tags, const size_t *caps) {
   o->r = r;
   r->n = n;
   for (int i = 0; i < n; i++) {
-    size_t cap = caps[i] ? caps[i] : BIG_CAP;
+    size_t cap = caps[i];
+    int rank0 = slots_posted[tags[i]];
+    if (cap >= SIZE_MAX - 3 && cap != SIZE_MAX && rank0 < msgs_of_tag[tags[i]]) {
+      size_t want = msgs[msg_of_rank[tags[i]][rank0]].size;
+      cap = want + (cap - (SIZE_MAX - 2));
+      if (cap == SIZE_MAX) cap = 0; /* (0 - 1) */
+    } else if (cap >= SIZE_MAX - 3) {
+      cap = BIG_CAP;
+    }
     char *buf = malloc(cap ? cap : 1);
     CHECK(buf);
     memset(buf, 0xA5, cap);
@@ -535,7 +544,7 @@ static void drain(void) {
     for (int t = 0; t < NTAGS; t++)
       while (slots_posted[t] < msgs_of_tag[t] && nouts < MAX_OUT && !c->err) {
         int tags[1] = {t};
-        size_t caps[1] = {0};
+        size_t caps[1] = {SIZE_MAX};
         post(1, tags, caps);
       }
     progress(true);
@@ -635,7 +644,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int i = 0; i < n; i++) {
           uint8_t t = rd8(), cp = rd8();
           tags[i] = t % NTAGS;
-          caps[i] = cp & 0x80 ? (size_t)(cp & 0x7f) * 160 : 0;
+          caps[i] = !(cp & 0x80) ? SIZE_MAX : cp & 0x40 ? (size_t)(cp & 0x3f) * 160 : SIZE_MAX - 3 + cp % 3;
         }
         post(n, tags, caps);
         break;
