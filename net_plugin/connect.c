@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -53,7 +54,7 @@ struct braid_connect {
 /* Unfinished connects, so a finalize or unload frees what NCCL abandoned mid-connect. */
 static pthread_mutex_t connect_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct braid_connect *connect_list;
-static uint64_t connect_cookie;
+static _Atomic uint64_t connect_cookie; /* read without connect_lock (connect_from_stage) */
 
 struct connect_stage {
   uint64_t check, ptr;
@@ -182,12 +183,15 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
   k->rail_deadline_ns = braid_now_ns() + RAIL_WAIT_NS;
   for (int s = 0; s < MAX_STREAMS; s++) k->fd[s] = -1;
   pthread_mutex_lock(&connect_lock);
-  if (!connect_cookie && braid_random(&connect_cookie, sizeof connect_cookie) != 0) {
-    pthread_mutex_unlock(&connect_lock);
-    free(k);
-    return ncclSystemError;
+  if (!connect_cookie) {
+    uint64_t cookie = 0;
+    if (braid_random(&cookie, sizeof cookie) != 0) {
+      pthread_mutex_unlock(&connect_lock);
+      free(k);
+      return ncclSystemError;
+    }
+    connect_cookie = cookie | 1; /* never 0; written once */
   }
-  connect_cookie |= 1; /* never 0 */
   k->next = connect_list;
   connect_list = k;
   pthread_mutex_unlock(&connect_lock);
