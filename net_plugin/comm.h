@@ -124,7 +124,6 @@ struct braid_stream {
   int rail;
   /* rejoin (rejoin.c): a broken or missing stream reconnected */
   int join_fd, join_state;
-  size_t join_sent;
   struct braid_hs_conn *join_hs; /* the attempt's handshake (hs.h) */
   uint64_t join_at_ns, join_backoff_ns;
   const char *rail_name; /* the local NIC, for logs */
