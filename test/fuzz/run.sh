@@ -17,9 +17,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 CLANG=${CLANG:-clang}
 OUT=build/fuzz
-TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_ps_frames fuzz_rx fuzz_tx_ack)
+TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_ps_frames fuzz_rx fuzz_tx_ack fuzz_verbs_ctl)
 declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=80 [fuzz_frame]=40 [fuzz_raillist]=296 [fuzz_ps_frames]=4096
-                    [fuzz_rx]=4096 [fuzz_tx_ack]=4096) # decoder input sizes; a command script for the state machines
+                    [fuzz_rx]=4096 [fuzz_tx_ack]=4096 [fuzz_verbs_ctl]=2048) # decoder input sizes; a command script for the state machines
 if [ -n "${FUZZ_TARGETS:-}" ]; then read -ra TARGETS <<<"$FUZZ_TARGETS"; fi
 mkdir -p "$OUT/artifacts"
 
@@ -31,6 +31,7 @@ for t in "${TARGETS[@]}"; do
   # the data path's state machines, compiled in with stand-ins for the rest (test/fuzz/net_stubs.c)
   [ "$t" = fuzz_rx ] && srcs=(test/fuzz/net_stubs.c net_plugin/rx.c net_plugin/wire.c net_plugin/ack_out.c)
   [ "$t" = fuzz_tx_ack ] && srcs=(test/fuzz/net_stubs.c net_plugin/tx.c net_plugin/sched.c net_plugin/wire.c) libs=(-lm)
+  [ "$t" = fuzz_verbs_ctl ] && srcs=(test/fuzz/net_stubs.c net_plugin/verbs_conn.c net_plugin/sched.c) libs=(-lm) # fake endpoint in the target
   "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote ps_offload -iquote test/fuzz \
     "test/fuzz/$t.c" "${srcs[@]}" -o "$OUT/$t" "${libs[@]}"

@@ -1,0 +1,440 @@
+/* libFuzzer target: the verbs connection's handling of what the peer sends (net_plugin/
+ * verbs_conn.c, with sched.c, compiled in over a fake endpoint: no device needed).  The peer's
+ * control messages (CTS, FENCE, FENCED, FIN, AREA, MISMATCH) and writes with immediates reach
+ * on_ctl / r_imm as completion events the harness queues on the fake rails.
+ *
+ * The input is a script: a configuration byte (sender or receiver, 1 to 4 rails, chunk size),
+ * then commands (an opcode byte and its argument bytes; missing bytes read as zero): control
+ * messages as arbitrary bytes of arbitrary length, or well-formed ones with fuzzer-chosen fields
+ * (sequence numbers near the connection's, slots, rails, capacities, open/fin/posted masks);
+ * writes with immediates, structured (slot, chunk count, index, length) or raw; completions of
+ * what the connection posted (in order, out of order, with errors); isend / irecv / test;
+ * progress.  Checked, besides the sanitizers:
+ * - a control message this side never accepts (a type for the other side, a wrong length, a CTS
+ *   whose slot or rail count does not match, a FENCE/FENCED for a rail that does not exist) and a
+ *   write that fits no receive fail the connection at the progress call that reads them;
+ * - a MISMATCH fails the receiver as a usage error; a CTS smaller than its send fails the sender
+ *   as a usage error and sends the receiver a MISMATCH;
+ * - a receive reported done has a size within its capacity. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net_stubs.h"
+#include "verbs_conn.h"
+#include "verbs_ep.h"
+
+#define CHECK(c)                                                                     \
+  do {                                                                               \
+    if (!(c)) {                                                                      \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);          \
+      abort();                                                                       \
+    }                                                                                \
+  } while (0)
+
+/* The connection's control message types and sizes (verbs_conn.c; no header carries them). */
+enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN, CTL_AREA, CTL_MISMATCH };
+#define SZ_CTS (24 + 4 * BRAID_VC_MAX_RAILS)
+#define SZ_FENCE 2
+#define SZ_FENCED (8 + 4 * BRAID_VC_SLOTS)
+#define SZ_FIN 8
+#define SZ_AREA (24 + 4 * BRAID_VC_MAX_RAILS)
+#define SZ_MISMATCH 24
+
+static const uint8_t *in_p;
+static size_t in_n;
+static uint8_t rd8(void) {
+  if (!in_n) return 0;
+  in_n--;
+  return *in_p++;
+}
+static uint32_t rd32(void) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)rd8() << (8 * i);
+  return v;
+}
+
+/* ---------- the fake endpoint ---------- */
+
+#define EVQ 64
+#define POSTQ 256
+struct braid_verbs_ep {
+  struct braid_verbs_ev ev[EVQ];
+  int nev;
+  uint64_t posted[POSTQ]; /* cookies of sends and writes not yet completed */
+  uint8_t posted_type[POSTQ];
+  int nposted;
+  bool fenced;
+};
+static int mismatch_sent; /* MISMATCH control messages the connection sent */
+static struct braid_verbs_ep *eps[BRAID_VC_MAX_RAILS]; /* in rail order: opened in that order */
+static int nopen;
+
+int braid_verbs_ep_open(const struct braid_verbs_rail *rail, int depth, struct braid_verbs_ep **out) {
+  (void)rail, (void)depth;
+  *out = calloc(1, sizeof **out);
+  CHECK(*out && nopen < BRAID_VC_MAX_RAILS);
+  eps[nopen++] = *out;
+  return 0;
+}
+void braid_verbs_ep_close(struct braid_verbs_ep *ep) { free(ep); }
+void braid_verbs_ep_addr(const struct braid_verbs_ep *ep, struct braid_verbs_ep_addr *out) {
+  (void)ep;
+  memset(out, 0, sizeof *out);
+}
+int braid_verbs_ep_connect(struct braid_verbs_ep *ep, const struct braid_verbs_ep_addr *peer) {
+  (void)ep, (void)peer;
+  return 0;
+}
+int braid_verbs_ep_reg(struct braid_verbs_ep *ep, void *buf, size_t len, struct braid_verbs_mr *out) {
+  (void)ep;
+  *out = (struct braid_verbs_mr){.addr = buf, .len = len, .lkey = 1, .rkey = 2};
+  return 0;
+}
+void braid_verbs_ep_dereg(struct braid_verbs_ep *ep, struct braid_verbs_mr *mr) { (void)ep, (void)mr; }
+static int post(struct braid_verbs_ep *ep, uint64_t cookie, uint8_t type) {
+  if (ep->fenced) return 0; /* flushed: its completion never comes (the drain is assumed) */
+  if (ep->nposted == POSTQ) return 1;
+  ep->posted_type[ep->nposted] = type;
+  ep->posted[ep->nposted++] = cookie;
+  return 0;
+}
+int braid_verbs_ep_send(struct braid_verbs_ep *ep, const void *msg, size_t len, uint64_t cookie) {
+  CHECK(len >= 1 && len <= BRAID_VERBS_CTRL_MAX);
+  uint8_t type = ((const uint8_t *)msg)[0];
+  if (type == CTL_MISMATCH) mismatch_sent++;
+  return post(ep, cookie, type);
+}
+int braid_verbs_ep_write_imm(struct braid_verbs_ep *ep, const struct braid_verbs_mr *mr, size_t off,
+                             size_t len, uint64_t raddr, uint32_t rkey, uint32_t imm, uint64_t cookie) {
+  (void)raddr, (void)rkey, (void)imm;
+  if (len) CHECK(mr && off <= mr->len && len <= mr->len - off); /* inside its registration */
+  return post(ep, cookie, 0);
+}
+int braid_verbs_ep_poll(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, int max) {
+  int n = ep->nev < max ? ep->nev : max;
+  memcpy(ev, ep->ev, (size_t)n * sizeof *ev);
+  memmove(ep->ev, ep->ev + n, (size_t)(ep->nev - n) * sizeof *ev);
+  ep->nev -= n;
+  return n;
+}
+bool braid_verbs_ep_failed(const struct braid_verbs_ep *ep) { return ep->fenced; }
+int braid_verbs_ep_port_events(struct braid_verbs_ep *ep, char *why, size_t whylen) {
+  (void)ep, (void)why, (void)whylen;
+  return 0;
+}
+int braid_verbs_ep_fence(struct braid_verbs_ep *ep) {
+  ep->fenced = true;
+  ep->nposted = 0;
+  return 0;
+}
+bool braid_verbs_ep_drained(const struct braid_verbs_ep *ep) { (void)ep; return true; }
+const char *braid_verbs_ep_name(const struct braid_verbs_ep *ep) { (void)ep; return "fake:1"; }
+int braid_verbs_ep_recv_posted(const struct braid_verbs_ep *ep) { (void)ep; return 64; }
+
+/* ---------- the harness ---------- */
+
+static struct braid_vc *vc;
+static int nrails;
+static bool sender;
+static size_t chunk;
+static uint32_t next_seq; /* the connection's next isend / irecv */
+#define NBUF 8
+static char *bufs[NBUF];
+static size_t caps[NBUF];
+static struct braid_vc_mem *mems[NBUF];
+static int reqs[BRAID_VC_SLOTS];
+static size_t req_cap[BRAID_VC_SLOTS];
+static bool req_live[BRAID_VC_SLOTS];
+static bool failed;
+/* per slot: the newest well-formed CTS delivered (the connection ignores any not newer) */
+static bool cts_seen[BRAID_VC_SLOTS];
+static uint32_t cts_seq[BRAID_VC_SLOTS];
+static void cts_note(uint32_t seq) {
+  int k = (int)(seq % BRAID_VC_SLOTS);
+  if (!cts_seen[k] || (int32_t)(seq - cts_seq[k]) > 0) cts_seen[k] = true, cts_seq[k] = seq;
+}
+static bool cts_fresh(uint32_t seq) { /* a CTS for seq would count */
+  int k = (int)(seq % BRAID_VC_SLOTS);
+  return !cts_seen[k] || (int32_t)(seq - cts_seq[k]) > 0;
+}
+static int progress(void);
+
+static void push(int r, const struct braid_verbs_ev *e) {
+  struct braid_verbs_ep *ep = eps[r];
+  if (ep->nev == EVQ) progress();
+  ep->ev[ep->nev++] = *e;
+}
+
+static int progress(void) {
+  int rc = braid_vc_progress(vc);
+  if (rc) failed = true;
+  return rc;
+}
+
+static void must_fail(const char *what) {
+  if (progress() == 0) {
+    fprintf(stderr, "%s was accepted\n", what);
+    CHECK(!"garbage accepted by the verbs connection");
+  }
+}
+
+/* Whether this side accepts a control message of this type and length at all. */
+static bool ctl_shape_ok(uint8_t type, uint32_t len) {
+  if (sender) return (type == CTL_CTS && len == SZ_CTS) || (type == CTL_AREA && len == SZ_AREA) ||
+                     (type == CTL_FENCED && len == SZ_FENCED);
+  return (type == CTL_FENCE && len == SZ_FENCE) || (type == CTL_MISMATCH && len == SZ_MISMATCH) ||
+         (type == CTL_FIN && len == SZ_FIN);
+}
+
+static void ctl(int r, const uint8_t *d, uint32_t len) {
+  struct braid_verbs_ev e = {.kind = BRAID_VERBS_EV_CTRL, .len = len};
+  memcpy(e.data, d, len);
+  push(r, &e);
+}
+
+static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+
+static uint32_t near_seq(uint8_t b) { return next_seq - BRAID_VC_SLOTS + b % (2 * BRAID_VC_SLOTS); }
+
+static void structured_ctl(int r, uint8_t kind) {
+  uint8_t m[BRAID_VERBS_CTRL_MAX] = {0};
+  uint32_t len = 0;
+  bool bad = false;
+  const char *what = "?";
+  switch (kind % 6) {
+    case 0: { /* CTS */
+      uint8_t f = rd8();
+      uint32_t seq = near_seq(rd8());
+      uint8_t slot = (uint8_t)(f & 1 ? rd8() : seq % BRAID_VC_SLOTS);
+      uint8_t nr = (uint8_t)(f & 2 ? rd8() % 9 : nrails);
+      uint64_t cap = f & 4 ? rd32() % 600000 : (uint64_t)1 << 30;
+      m[0] = CTL_CTS, m[1] = slot, m[2] = nr;
+      put32(m + 4, seq);
+      put64(m + 8, 0x1000);
+      put64(m + 16, cap);
+      len = SZ_CTS;
+      bad = sender && (slot != seq % BRAID_VC_SLOTS || nr != nrails);
+      if (sender && !bad) cts_note(seq);
+      what = "a CTS with a wrong slot or rail count";
+      break;
+    }
+    case 1: /* FENCE */
+      m[0] = CTL_FENCE, m[1] = rd8() % 10;
+      len = SZ_FENCE;
+      bad = !sender && m[1] >= nrails;
+      what = "a FENCE of a rail that does not exist";
+      break;
+    case 2: { /* FENCED */
+      m[0] = CTL_FENCED, m[1] = rd8() % 10;
+      put16(m + 2, (uint16_t)(rd8() | rd8() << 8));
+      put16(m + 4, (uint16_t)(rd8() | rd8() << 8));
+      put16(m + 6, (uint16_t)(rd8() | rd8() << 8));
+      uint8_t b = rd8();
+      for (int k = 0; k < BRAID_VC_SLOTS; k++) put32(m + 8 + 4 * k, near_seq((uint8_t)(b + k)));
+      len = SZ_FENCED;
+      bad = sender && m[1] >= nrails;
+      what = "a FENCED of a rail that does not exist";
+      break;
+    }
+    case 3: /* FIN */
+      m[0] = CTL_FIN;
+      put32(m + 4, near_seq(rd8()));
+      len = SZ_FIN;
+      break;
+    case 4: /* AREA */
+      m[0] = CTL_AREA, m[1] = (uint8_t)(rd8() % 2 ? nrails : rd8());
+      put64(m + 8, 0x2000);
+      put64(m + 16, rd32() % 300000);
+      len = SZ_AREA;
+      break;
+    default: /* MISMATCH */
+      m[0] = CTL_MISMATCH;
+      put32(m + 4, near_seq(rd8()));
+      put64(m + 8, rd32());
+      put64(m + 16, rd32());
+      len = SZ_MISMATCH;
+      break;
+  }
+  if (!ctl_shape_ok(m[0], len)) bad = true, what = "a control message meant for the other side";
+  ctl(r, m, len);
+  if (bad) {
+    must_fail(what);
+  } else if (!sender && m[0] == CTL_MISMATCH) {
+    must_fail("a MISMATCH");
+    CHECK(braid_vc_usage_error(vc));
+  }
+}
+
+static void raw_ctl(int r) {
+  uint32_t len = rd8() % 80;
+  uint8_t m[BRAID_VERBS_CTRL_MAX] = {0};
+  for (uint32_t i = 0; i < len; i++) m[i] = rd8();
+  ctl(r, m, len);
+  if (!ctl_shape_ok(len ? m[0] : 0, len)) must_fail("a control message of the wrong type or length");
+}
+
+/* A peer's write with an immediate on the receiver. */
+static void write_imm(int r) {
+  uint8_t f = rd8();
+  uint32_t imm, len;
+  if (f & 1) {
+    imm = rd32();
+    len = rd32() % (3 * (uint32_t)chunk);
+  } else {
+    uint32_t slot = (f >> 1) % BRAID_VC_SLOTS, nch = 1 + rd8() % 6, idx = rd8() % (nch + 1);
+    imm = slot << 28 | (nch - 1) << 14 | idx;
+    len = f & 0x10 ? (uint32_t)chunk : rd32() % (uint32_t)(chunk + 2);
+  }
+  struct braid_verbs_ev e = {.kind = BRAID_VERBS_EV_WRITE_IMM, .imm = imm, .len = len};
+  push(r, &e);
+  if (sender) {
+    must_fail("a write on a sending connection");
+    return;
+  }
+  /* What r_imm must refuse: a slot with no receive, an index beyond the count, a count that
+   * changed, a short chunk before the last, more bytes than the receive holds. */
+  uint32_t k = imm >> 28;
+  if (k == 15) return; /* a probe */
+  uint32_t nch = ((imm >> 14) & 0x3fff) + 1, idx = imm & 0x3fff;
+  bool bad = k >= BRAID_VC_SLOTS || !req_live[k] || idx >= nch || (idx + 1 < nch && len != chunk) ||
+             (size_t)idx * chunk + len > req_cap[k];
+  if (bad) must_fail("a write that fits no receive");
+}
+
+static void complete(int r, uint8_t how) {
+  struct braid_verbs_ep *ep = eps[r];
+  if (!ep->nposted) return;
+  int i = how % ep->nposted;
+  struct braid_verbs_ev e = {.cookie = ep->posted[i]};
+  if (how & 0x80) {
+    e.kind = BRAID_VERBS_EV_ERROR;
+    snprintf(e.why, sizeof e.why, "fake: transport retry counter exceeded");
+  } else {
+    e.kind = ep->posted_type[i] ? BRAID_VERBS_EV_SEND_DONE : BRAID_VERBS_EV_WRITE_DONE;
+  }
+  ep->posted[i] = ep->posted[--ep->nposted];
+  ep->posted_type[i] = ep->posted_type[ep->nposted];
+  push(r, &e);
+}
+
+static void op_post(uint8_t b, uint32_t size) {
+  int k = b % NBUF;
+  size_t sz = size % (caps[k] + 1);
+  int req = -1;
+  int rc = sender ? braid_vc_isend(vc, bufs[k], sz, mems[k], &req)
+                  : braid_vc_irecv(vc, bufs[k], sz, mems[k], &req);
+  if (rc < 0) failed = true;
+  if (rc == 0 && req >= 0) {
+    CHECK(req < BRAID_VC_SLOTS);
+    reqs[req] = req, req_cap[req] = sz, req_live[req] = true;
+    next_seq++;
+  }
+}
+
+static void op_test(uint8_t b) {
+  int k = b % BRAID_VC_SLOTS;
+  if (!req_live[k]) return;
+  bool done = false;
+  size_t size = 0;
+  if (braid_vc_test(vc, k, &done, &size)) {
+    failed = true;
+    return;
+  }
+  if (!done) return;
+  if (!sender) CHECK(size <= req_cap[k]);
+  else CHECK(size == req_cap[k]);
+  req_live[k] = false;
+}
+
+static void setup(uint8_t cfg) {
+  sender = cfg & 1;
+  nopen = 0;
+  nrails = 1 + (cfg >> 1) % 4;
+  static const size_t chunks[4] = {4096, 1024, 65536, 128};
+  chunk = chunks[cfg >> 3 & 3];
+  struct braid_verbs_rail rails[BRAID_VC_MAX_RAILS];
+  memset(rails, 0, sizeof rails);
+  for (int r = 0; r < nrails; r++) rails[r].speed_mbps = 100000;
+  struct braid_vc_opts o = {.chunk = chunk};
+  CHECK(braid_vc_open(rails, nrails, sender, &o, &vc) == 0);
+  /* the endpoints, in rail order, from the connection itself */
+  struct braid_verbs_ep_addr addrs[BRAID_VC_MAX_RAILS];
+  braid_vc_addrs(vc, addrs);
+  for (int k = 0; k < NBUF; k++) {
+    caps[k] = (size_t)(k + 1) * chunk * 3 / 4 + (size_t)k * 97;
+    bufs[k] = malloc(caps[k]);
+    CHECK(bufs[k]);
+    CHECK(braid_vc_reg(vc, bufs[k], caps[k], &mems[k]) == 0);
+  }
+  failed = false;
+  next_seq = 0;
+  mismatch_sent = 0;
+  memset(req_live, 0, sizeof req_live);
+  memset(cts_seen, 0, sizeof cts_seen);
+}
+
+static void teardown(void) {
+  for (int k = 0; k < NBUF; k++) {
+    braid_vc_dereg(vc, mems[k]);
+    free(bufs[k]);
+  }
+  braid_vc_close(vc);
+  vc = NULL;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  in_p = data, in_n = size;
+  setup(rd8());
+  CHECK(braid_vc_connect(vc, (struct braid_verbs_ep_addr[BRAID_VC_MAX_RAILS]){{0}}, nrails) == 0);
+  while (in_n && !failed) {
+    uint8_t op = rd8();
+    int r = (op >> 4) % nrails;
+    /* what came before is read first, so a check below sees the effect of this one message */
+    if ((op % 9 <= 2 || op % 9 == 6) && progress()) break;
+    switch (op % 9) {
+      case 0: structured_ctl(r, rd8()); break;
+      case 1: raw_ctl(r); break;
+      case 2: write_imm(r); break;
+      case 3: complete(r, rd8()); break;
+      case 4: op_post(rd8(), rd32()); break;
+      case 5: op_test(rd8()); break;
+      case 6: { /* a CTS for the send just posted (sender), sized from the script */
+        if (!sender || next_seq == 0) break;
+        uint8_t m[BRAID_VERBS_CTRL_MAX] = {0};
+        uint32_t seq = next_seq - 1;
+        uint64_t cap = rd32() % 600000;
+        m[0] = CTL_CTS, m[1] = (uint8_t)(seq % BRAID_VC_SLOTS), m[2] = (uint8_t)nrails;
+        put32(m + 4, seq);
+        put64(m + 8, 0x1000);
+        put64(m + 16, cap);
+        ctl(r, m, SZ_CTS);
+        int k = (int)(seq % BRAID_VC_SLOTS);
+        int before = mismatch_sent;
+        bool fresh = cts_fresh(seq);
+        cts_note(seq);
+        if (req_live[k] && fresh && req_cap[k] > cap) {
+          must_fail("a CTS smaller than its send");
+          CHECK(braid_vc_usage_error(vc));
+          CHECK(mismatch_sent > before); /* the receiver hears of it */
+        } else {
+          progress();
+        }
+        break;
+      }
+      default: progress(); break;
+    }
+  }
+  teardown();
+  return 0;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  const char *v = getenv("FUZZ_VERBOSE");
+  fuzz_verbose = v && *v == '1';
+  return 0;
+}
