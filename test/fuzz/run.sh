@@ -17,9 +17,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 CLANG=${CLANG:-clang}
 OUT=build/fuzz
-TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_ps_frames fuzz_rx fuzz_tx_ack fuzz_verbs_ctl)
+TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_ps_frames fuzz_rx fuzz_tx_ack fuzz_verbs_ctl fuzz_collnet_client)
 declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=80 [fuzz_frame]=40 [fuzz_raillist]=296 [fuzz_ps_frames]=4096
-                    [fuzz_rx]=4096 [fuzz_tx_ack]=4096 [fuzz_verbs_ctl]=2048) # decoder input sizes; a command script for the state machines
+                    [fuzz_rx]=4096 [fuzz_tx_ack]=4096 [fuzz_verbs_ctl]=2048
+                    [fuzz_collnet_client]=2048) # decoder input sizes; a command script for the state machines
 if [ -n "${FUZZ_TARGETS:-}" ]; then read -ra TARGETS <<<"$FUZZ_TARGETS"; fi
 mkdir -p "$OUT/artifacts"
 
@@ -32,6 +33,8 @@ for t in "${TARGETS[@]}"; do
   [ "$t" = fuzz_rx ] && srcs=(test/fuzz/net_stubs.c net_plugin/rx.c net_plugin/wire.c net_plugin/ack_out.c)
   [ "$t" = fuzz_tx_ack ] && srcs=(test/fuzz/net_stubs.c net_plugin/tx.c net_plugin/sched.c net_plugin/wire.c) libs=(-lm)
   [ "$t" = fuzz_verbs_ctl ] && srcs=(test/fuzz/net_stubs.c net_plugin/verbs_conn.c net_plugin/sched.c) libs=(-lm) # fake endpoint in the target
+  [ "$t" = fuzz_collnet_client ] && srcs=(test/fuzz/net_stubs.c net_plugin/collnet_op.c ps_offload/assign.c ps_offload/proto.c
+    ps_offload/reduce.c ps_offload/reduce_x86.c ps_offload/auth.c common/dynlib.c common/sodium_lib.c) libs=(-lm -ldl -lpthread)
   "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote ps_offload -iquote test/fuzz \
     "test/fuzz/$t.c" "${srcs[@]}" -o "$OUT/$t" "${libs[@]}"
