@@ -26,75 +26,14 @@ extern "C" {
 #include "rejoin.h"
 #include "sodium_lib.h"
 }
+#include "wire_watch.h"
 
 namespace {
 
-double Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-std::mutex g_mu;
-std::string g_warn;
-void Logger(ncclDebugLogLevel level, unsigned long, const char* file, int line, const char* fmt,
-            ...) {
-  char msg[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (level != NCCL_LOG_WARN) return;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_warn += std::string(msg) + "\n";
-  }
-  fprintf(stderr, "[warn] %s:%d %s\n", file, line, msg);
-}
-std::string TakeWarnings() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  std::string s;
-  s.swap(g_warn);
-  return s;
-}
-
-// A TCP relay that records what the connecting side writes (to replay it later).
-struct Relay {
-  int lfd = -1, a = -1, b = -1;
-  sockaddr_in addr{};
-  sockaddr_in to{};
-  std::vector<uint8_t> up;  // connector -> listener
-  void Start(const sockaddr_storage& target) {
-    memcpy(&to, &target, sizeof to);
-    lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(bind(lfd, (sockaddr*)&addr, sizeof addr), 0);
-    ASSERT_EQ(listen(lfd, 4), 0);
-    socklen_t len = sizeof addr;
-    ASSERT_EQ(getsockname(lfd, (sockaddr*)&addr, &len), 0);
-  }
-  void Pump() {
-    if (a < 0) {
-      a = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK);
-      if (a < 0) return;
-      b = socket(AF_INET, SOCK_STREAM, 0);
-      ASSERT_EQ(connect(b, (sockaddr*)&to, sizeof to), 0);
-      fcntl(b, F_SETFL, O_NONBLOCK);
-    }
-    char buf[4096];
-    ssize_t n;
-    while ((n = recv(a, buf, sizeof buf, 0)) > 0) {
-      up.insert(up.end(), buf, buf + n);
-      ASSERT_EQ(send(b, buf, (size_t)n, MSG_NOSIGNAL), n);
-    }
-    while ((n = recv(b, buf, sizeof buf, 0)) > 0) ASSERT_EQ(send(a, buf, (size_t)n, MSG_NOSIGNAL), n);
-  }
-  ~Relay() {
-    for (int fd : {lfd, a, b})
-      if (fd >= 0) close(fd);
-  }
-};
+using wire_watch::Logger;
+using wire_watch::Now;
+using wire_watch::Relay;
+using wire_watch::TakeWarnings;
 
 class Rejoin : public ::testing::Test {
  protected:

@@ -1,0 +1,108 @@
+// Helpers for tests that watch the net plugin on the wire: a clock, the WARN lines braid logs
+// (through the logger it is given), and a TCP relay that records both directions.
+#ifndef BRAID_TEST_WIRE_WATCH_H
+#define BRAID_TEST_WIRE_WATCH_H
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "nccl_plugin/common.h"
+}
+
+namespace wire_watch {
+
+inline double Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+inline std::mutex& WarnLock() {
+  static std::mutex mu;
+  return mu;
+}
+inline std::string& Warnings() {
+  static std::string w;
+  return w;
+}
+
+// An NCCL logger (braid_log_set_logger) that keeps every WARN for TakeWarnings().
+inline void Logger(ncclDebugLogLevel level, unsigned long, const char* file, int line,
+                   const char* fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (level != NCCL_LOG_WARN) return;
+  {
+    std::lock_guard<std::mutex> lock(WarnLock());
+    Warnings() += std::string(msg) + "\n";
+  }
+  fprintf(stderr, "[warn] %s:%d %s\n", file, line, msg);
+}
+
+// The WARNs logged since the last call.
+inline std::string TakeWarnings() {
+  std::lock_guard<std::mutex> lock(WarnLock());
+  std::string s;
+  s.swap(Warnings());
+  return s;
+}
+
+// A TCP relay between one connector and a listener (target) that records both directions.
+struct Relay {
+  int lfd = -1, a = -1, b = -1;
+  sockaddr_in addr{}, to{};
+  std::vector<uint8_t> up, down;  // connector -> listener, listener -> connector
+  void Start(const sockaddr_storage& target) {
+    memcpy(&to, &target, sizeof to);
+    lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(lfd, (sockaddr*)&addr, sizeof addr), 0);
+    ASSERT_EQ(listen(lfd, 4), 0);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(getsockname(lfd, (sockaddr*)&addr, &len), 0);
+  }
+  // Accepts the connector once, then moves what either side wrote to the other.
+  void Pump() {
+    if (a < 0) {
+      a = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK);
+      if (a < 0) return;
+      b = socket(AF_INET, SOCK_STREAM, 0);
+      ASSERT_EQ(connect(b, (sockaddr*)&to, sizeof to), 0);
+      fcntl(b, F_SETFL, O_NONBLOCK);
+    }
+    char buf[65536];
+    ssize_t n;
+    while ((n = recv(a, buf, sizeof buf, 0)) > 0) {
+      up.insert(up.end(), buf, buf + n);
+      ASSERT_EQ(send(b, buf, (size_t)n, MSG_NOSIGNAL), n);
+    }
+    while ((n = recv(b, buf, sizeof buf, 0)) > 0) {
+      down.insert(down.end(), buf, buf + n);
+      ASSERT_EQ(send(a, buf, (size_t)n, MSG_NOSIGNAL), n);
+    }
+  }
+  ~Relay() {
+    for (int fd : {lfd, a, b})
+      if (fd >= 0) close(fd);
+  }
+};
+
+}  // namespace wire_watch
+
+#endif
