@@ -85,6 +85,7 @@ struct hstream {
   struct rframe *frames;
   int nframes;   /* read whole */
   int nacked;    /* frames covered by the acknowledgements sent */
+  bool stalled;  /* the receiver reads nothing: the sender's socket fills, frames wait unwritten */
 };
 static struct hstream hs[MAX_STREAMS];
 
@@ -97,7 +98,7 @@ static bool all_closed_ok;
 /* Reads what the sender wrote on stream i: frames checked and recorded. */
 static void read_frames(int i) {
   struct hstream *h = &hs[i];
-  if (h->closed) return;
+  if (h->closed || h->stalled) return;
   uint8_t buf[8192];
   for (;;) {
     ssize_t n = recv(h->fd, buf, sizeof buf, MSG_DONTWAIT);
@@ -217,16 +218,16 @@ static void garbled_ack(int i, uint8_t kind, uint8_t arg) {
       braid_frame_encode(&f, hdr);
       break;
     case 2: /* more frames than the sender started */
-      f.seq = s->frames_started + 1 + arg;
+      f.seq = s->frames_started + 1 + (arg & 0x80 ? arg & 0x7f : 0); /* the boundary half the time */
       braid_frame_encode(&f, hdr);
       break;
     case 3: /* a count that goes back */
       if (s->frames_acked == 0) return;
-      f.seq = s->frames_acked - 1 - arg % s->frames_acked;
+      f.seq = s->frames_acked - 1 - (arg & 0x80 ? (arg & 0x7f) % s->frames_acked : 0);
       braid_frame_encode(&f, hdr);
       break;
     default: /* a held mark beyond every send posted */
-      f.offset = c->next_seq + 1 + arg;
+      f.offset = c->next_seq + 1 + (arg & 0x80 ? arg & 0x7f : 0);
       braid_frame_encode(&f, hdr);
       break;
   }
@@ -278,6 +279,11 @@ static void setup(uint8_t cfg) {
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
     fcntl(sv[1], F_SETFL, O_NONBLOCK);
+    if (cfg & 0x20) { /* small socket buffers: frames wait in the sender's batches */
+      int sz = 4096;
+      setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+      setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    }
     c->streams[i].fd = sv[0];
     c->streams[i].rail = i;
     c->streams[i].rail_name = "fuzz";
@@ -312,7 +318,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   setup(rd8());
   while (in_n && !(c->err && garbled_sent)) {
     uint8_t op = rd8();
-    switch (op % 8) {
+    switch (op % 9) {
       case 0: { /* isend */
         uint8_t cls = rd8(), tag = rd8();
         uint16_t v = rd16();
@@ -346,6 +352,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           progress();
           check_state();
         }
+        break;
+      }
+      case 7: { /* the receiver stops or resumes reading a stream */
+        int i = rd8() % nstreams;
+        hs[i].stalled = !hs[i].stalled;
+        progress();
+        check_state();
         break;
       }
       default: /* the clock jumps */
