@@ -99,6 +99,7 @@ struct braid_rxmsg {
   int slot;
   char *own;               /* owned buffer of a buffered message */
   bool early;              /* buffered before next_match reached it */
+  uint64_t next_off;       /* without acks: where the next frame must start (frames come in order) */
   /* with acks: byte ranges held, so a re-sent chunk is accepted once */
   uint64_t (*ranges)[2];
   int nranges, cap_ranges;

@@ -253,6 +253,17 @@ static int rx_begin(struct braid_comm *c, struct braid_stream *s, const struct b
                     (unsigned long long)f->seq, m->size, m->tag);
     return -1;
   }
+  /* One stream: a message's frames come in order, each where the last ended; a repeated or
+   * skipped one would complete the receive with bytes missing. */
+  if (m && !c->acks) {
+    if (f->offset != m->next_off) {
+      braid_comm_fail(c, ncclRemoteError, "garbled stream: frame of message %llu at offset %llu, "
+                      "expected %llu", (unsigned long long)f->seq, (unsigned long long)f->offset,
+                      (unsigned long long)m->next_off);
+      return -1;
+    }
+    m->next_off += f->len;
+  }
   s->in_frame = true;
   s->frame = *f;
   s->frame_left = f->len;

@@ -448,6 +448,23 @@ TEST_F(RawPeer, FrameForTheWrongMessageFailsTheReceive) {
   close(fd);
 }
 
+// One stream carries a message's frames in order: a repeated frame is garbage, never counted twice
+// (counted twice, the receive completed with its second half never written).
+TEST_F(RawPeer, RepeatedFrameFailsTheReceiveNotCompletesIt) {
+  int fd = Open();
+  std::vector<char> buf(4096, 0x5a);
+  void* req = PostRecv(&buf);
+  std::vector<char> half(1024, 0x11);
+  for (int k = 0; k < 2; k++) {  // the first half of a 2048-byte message, twice
+    auto h = Header(0, 0, 1024, 2048);
+    ASSERT_EQ(write(fd, h.data(), h.size()), (ssize_t)h.size());
+    ASSERT_EQ(write(fd, half.data(), half.size()), (ssize_t)half.size());
+  }
+  int got = 0;
+  EXPECT_EQ(Wait(req, &got), ncclRemoteError);
+  close(fd);
+}
+
 TEST_F(RawPeer, TruncatedFrameFailsWhenThePeerCloses) {
   int fd = Open();
   std::vector<char> buf(4096);
