@@ -29,13 +29,7 @@
 #include "net_stubs.h"
 #include "proto.h"
 
-#define CHECK(c)                                                                     \
-  do {                                                                               \
-    if (!(c)) {                                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);          \
-      abort();                                                                       \
-    }                                                                                \
-  } while (0)
+#include "fuzz_check.h"
 
 /* collnet.c's, which this target does not compile in */
 uint64_t ps_now_ns(void) {
@@ -363,12 +357,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   teardown();
-  return 0;
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc, (void)argv;
-  const char *v = getenv("FUZZ_VERBOSE");
-  fuzz_verbose = v && *v == '1';
   return 0;
 }

@@ -12,13 +12,7 @@
 
 #include "wire.h"
 
-#define CHECK(c)                                                                     \
-  do {                                                                               \
-    if (!(c)) {                                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);          \
-      abort();                                                                       \
-    }                                                                                \
-  } while (0)
+#include "fuzz_check.h"
 
 size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
 

@@ -9,13 +9,7 @@
 
 #include "wire.h"
 
-#define CHECK(c)                                                                     \
-  do {                                                                               \
-    if (!(c)) {                                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);          \
-      abort();                                                                       \
-    }                                                                                \
-  } while (0)
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t buf[BRAID_HANDLE_BYTES] = {0};

@@ -22,13 +22,7 @@
 #include "proto.h"
 #include "session.h"
 
-#define CHECK(c)                                                                     \
-  do {                                                                               \
-    if (!(c)) {                                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);          \
-      abort();                                                                       \
-    }                                                                                \
-  } while (0)
+#include "fuzz_check.h"
 
 #define NSLOT 4
 #define MAX_CONNS 48 /* connections opened per input, at most */

@@ -5,7 +5,7 @@
 
 #include "wire.h"
 
-#define CHECK(x) do { if (!(x)) abort(); } while (0)
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t buf[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)] = {0};

@@ -37,13 +37,7 @@
 #include "net_stubs.h"
 #include "wire.h"
 
-#define CHECK(c)                                                                     \
-  do {                                                                               \
-    if (!(c)) {                                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);          \
-      abort();                                                                       \
-    }                                                                                \
-  } while (0)
+#include "fuzz_check.h"
 
 #define MAX_STREAMS 4
 #define MAX_MSGS 48
@@ -683,12 +677,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   drain();
   teardown();
-  return 0;
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc, (void)argv;
-  const char *v = getenv("FUZZ_VERBOSE");
-  fuzz_verbose = v && *v == '1';
   return 0;
 }

@@ -25,13 +25,7 @@
 #include "verbs_conn.h"
 #include "verbs_ep.h"
 
-#define CHECK(c)                                                                     \
-  do {                                                                               \
-    if (!(c)) {                                                                      \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);          \
-      abort();                                                                       \
-    }                                                                                \
-  } while (0)
+#include "fuzz_check.h"
 
 /* The connection's control message types and sizes (verbs_conn.c; no header carries them). */
 enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN, CTL_AREA, CTL_MISMATCH };
@@ -429,12 +423,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   teardown();
-  return 0;
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc, (void)argv;
-  const char *v = getenv("FUZZ_VERBOSE");
-  fuzz_verbose = v && *v == '1';
   return 0;
 }

@@ -21,6 +21,14 @@ int fuzz_verbose;
 
 uint64_t braid_now_ns(void) { return fuzz_now_ns; }
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  const char *v = getenv("FUZZ_VERBOSE");
+  fuzz_verbose = v && *v == '1';
+  return 0;
+}
+
 ncclResult_t braid_comm_fail(struct braid_comm *c, ncclResult_t err, const char *fmt, ...) {
   if (c->err) return c->err;
   va_list ap;
