@@ -194,8 +194,10 @@ reset_case() {
     [ -z "$why" ] && [ "$n" -ne "$want" ] && why="the receiver took stream 1 back $n times over $want connections"
     while [ -z "$why" ] && read -r peer v; do
       mid=$(rail_metric braid_rail_bytes_total 1 "$tmp/mid" | awk -v p="$peer" '$1 == p { print $2 }')
-      [ $((v - ${mid:-0})) -ge 8388608 ] ||
-        why="rail 1 to $peer carried $((v - ${mid:-0})) bytes after its reconnect (want >= 8 MiB)"
+      # At least a probe's 16 KiB: a rail the scheduler demoted meanwhile (slow under load) is
+      # offered only probes, and its bytes after the reconnect still prove it carries data.
+      [ $((v - ${mid:-0})) -ge 16384 ] ||
+        why="rail 1 to $peer carried $((v - ${mid:-0})) bytes after its reconnect (want >= 16 KiB)"
     done < <(rail_metric braid_rail_bytes_total 1)
   elif [ -z "$why" ]; then
     rail_metric braid_rail_state 1 | awk '$2 != 3 { f = 1 } END { exit f }' || why="rail 1 not down at the end"
