@@ -222,7 +222,12 @@ static void reply(int i, uint8_t kind, uint8_t sel, uint8_t mut, uint8_t cut) {
       }
       if (r.type == PS_RESULT && r.len > 65536) r.len = 65536;
       plen = r.type == PS_RESULT ? r.len : 0;
-      for (size_t b = 0; b < plen; b++) frame[PS_HDR_BYTES + b] = content(r.seq, p->off + b);
+      /* The bytes a server would send for the partition the reply names: with the partition
+       * changed (case 2) that is another one of the operation, which this server may hold too. */
+      uint64_t off = p->off;
+      const struct ps_op *rop = &cc->ops[r.seq % PS_WINDOW];
+      if (r.part != p->part && rop->seq == r.seq && r.part < rop->nparts) off = rop->parts[r.part].off;
+      for (size_t b = 0; b < plen; b++) frame[PS_HDR_BYTES + b] = content(r.seq, off + b);
       break;
     }
     case 2: { /* ERROR */
