@@ -4,5 +4,5 @@
 declare -A vals
 add() { vals[$1]+="$2 "; }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
-m() { echo "${vals[$1]}" | median; }
+m() { echo "${vals[$1]:-}" | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
