@@ -30,6 +30,7 @@
 #include "proto.h"
 
 #include "fuzz_check.h"
+#include "fuzz_script.h"
 
 /* collnet.c's, which this target does not compile in */
 uint64_t ps_now_ns(void) {
@@ -43,21 +44,7 @@ struct braid_collcomm *braid_collcomm_check(void *p, const char *what) {
   return cc && cc->magic == COLL_MAGIC ? cc : NULL;
 }
 
-static const uint8_t *in_p;
-static size_t in_n;
-static uint8_t rd8(void) {
-  if (!in_n) return 0;
-  in_n--;
-  return *in_p++;
-}
-static uint32_t rd16(void) { return (uint32_t)rd8() | (uint32_t)rd8() << 8; }
 
-static uint8_t content(uint64_t seq, uint64_t off) {
-  uint64_t x = (seq + 1) * 0x9E3779B97F4A7C15ull ^ off * 0xC2B2AE3D27D4EB4Full;
-  x ^= x >> 29;
-  x *= 0xBF58476D1CE4E5B9ull;
-  return (uint8_t)(x >> 32);
-}
 
 #define MAX_OPS 24
 #define MAX_PUSH 512

@@ -38,6 +38,7 @@
 #include "wire.h"
 
 #include "fuzz_check.h"
+#include "fuzz_script.h"
 
 #define MAX_STREAMS 4
 #define MAX_MSGS 48
@@ -49,17 +50,6 @@
 
 /* ---------- the script ---------- */
 
-static const uint8_t *in_p;
-static size_t in_n;
-static uint8_t rd8(void) {
-  if (!in_n) return 0;
-  in_n--;
-  return *in_p++;
-}
-static uint16_t rd16(void) {
-  uint16_t v = rd8();
-  return (uint16_t)(v | rd8() << 8);
-}
 
 /* ---------- the sender ---------- */
 
@@ -78,12 +68,6 @@ static struct msg msgs[MAX_MSGS];
 static int nmsgs;
 static size_t noack_cursor_msg, noack_cursor_off; /* one stream: the next byte to frame */
 
-static uint8_t content(uint64_t seq, uint64_t off) {
-  uint64_t x = (seq + 1) * 0x9E3779B97F4A7C15ull ^ off * 0xC2B2AE3D27D4EB4Full;
-  x ^= x >> 29;
-  x *= 0xBF58476D1CE4E5B9ull;
-  return (uint8_t)(x >> 32);
-}
 
 static void range_add(struct msg *m, uint64_t lo, uint64_t hi) {
   int w = 0;

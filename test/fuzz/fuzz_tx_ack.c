@@ -30,29 +30,13 @@
 #include "wire.h"
 
 #include "fuzz_check.h"
+#include "fuzz_script.h"
 
 #define MAX_STREAMS 4
 #define MAX_SENDS 48
 #define MAX_FRAMES 1024 /* per stream */
 
-static const uint8_t *in_p;
-static size_t in_n;
-static uint8_t rd8(void) {
-  if (!in_n) return 0;
-  in_n--;
-  return *in_p++;
-}
-static uint16_t rd16(void) {
-  uint16_t v = rd8();
-  return (uint16_t)(v | rd8() << 8);
-}
 
-static uint8_t content(uint64_t seq, uint64_t off) {
-  uint64_t x = (seq + 1) * 0x9E3779B97F4A7C15ull ^ off * 0xC2B2AE3D27D4EB4Full;
-  x ^= x >> 29;
-  x *= 0xBF58476D1CE4E5B9ull;
-  return (uint8_t)(x >> 32);
-}
 
 struct send {
   struct braid_req *r;

@@ -26,6 +26,7 @@
 #include "verbs_ep.h"
 
 #include "fuzz_check.h"
+#include "fuzz_script.h"
 
 /* The connection's control message types and sizes (verbs_conn.c; no header carries them). */
 enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN, CTL_AREA, CTL_MISMATCH };
@@ -36,18 +37,6 @@ enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN, CTL_AREA, CTL_MISMATCH };
 #define SZ_AREA (24 + 4 * BRAID_VC_MAX_RAILS)
 #define SZ_MISMATCH 24
 
-static const uint8_t *in_p;
-static size_t in_n;
-static uint8_t rd8(void) {
-  if (!in_n) return 0;
-  in_n--;
-  return *in_p++;
-}
-static uint32_t rd32(void) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)rd8() << (8 * i);
-  return v;
-}
 
 /* ---------- the fake endpoint ---------- */
 
