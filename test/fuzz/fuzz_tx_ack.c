@@ -34,9 +34,7 @@
 
 #define MAX_STREAMS 4
 #define MAX_SENDS 48
-#define MAX_FRAMES 1024 /* per stream */
-
-
+#define MAX_FRAMES 4096 /* per stream; an input that makes more stops there (saturated) */
 
 struct send {
   struct braid_req *r;
@@ -71,6 +69,7 @@ static struct braid_comm comm;
 static struct braid_comm *c = &comm;
 static int nstreams;
 static bool garbled_sent; /* a garbled acknowledgement was sent (the comm may fail any time after) */
+static bool saturated;    /* a stream's frame log is full: the input ends there */
 static bool all_closed_ok;
 
 /* Reads what the sender wrote on stream i: frames checked and recorded. */
@@ -108,8 +107,8 @@ static void read_frames(int i) {
       h->left -= t, h->pos += t, k += (ssize_t)t;
       if (h->left) continue;
       h->in_payload = false;
-      CHECK(h->nframes < MAX_FRAMES);
-      h->frames[h->nframes++] = (struct rframe){h->cur.seq, h->cur.offset, h->cur.len};
+      if (h->nframes == MAX_FRAMES) saturated = true; /* (the harness's limit, not a finding) */
+      else h->frames[h->nframes++] = (struct rframe){h->cur.seq, h->cur.offset, h->cur.len};
     }
   }
 }
@@ -287,14 +286,14 @@ static void teardown(void) {
   }
   nsends = 0;
   held = 0;
-  garbled_sent = all_closed_ok = false;
+  garbled_sent = all_closed_ok = saturated = false;
   fuzz_fail_msg[0] = 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   in_p = data, in_n = size;
   setup(rd8());
-  while (in_n && !(c->err && garbled_sent)) {
+  while (in_n && !saturated && !(c->err && garbled_sent)) {
     uint8_t op = rd8();
     switch (op % 9) {
       case 0: { /* isend */
