@@ -205,15 +205,9 @@ TEST_F(NetAuth, ForgedListenerIsRefusedByTheConnector) {
   if (!braid_sodium()) GTEST_SKIP() << "no libsodium: " << braid_sodium_error();
   braid_handle h;
   Listen(&h);
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(lfd, (sockaddr*)&a, sizeof a), 0);
-  ASSERT_EQ(listen(lfd, 4), 0);
-  socklen_t alen = sizeof a;
-  ASSERT_EQ(getsockname(lfd, (sockaddr*)&a, &alen), 0);
-  fcntl(lfd, F_SETFL, O_NONBLOCK);
+  sockaddr_in a;
+  int lfd = wire_watch::ListenLoopback(&a, 4);
+  ASSERT_GE(lfd, 0) << strerror(errno);
   braid_handle fake = h;  // what the real listener put in the handle, pointing at the impostor
   memcpy(&fake.addr, &a, sizeof a);
   char fh[NCCL_NET_HANDLE_MAXSIZE];

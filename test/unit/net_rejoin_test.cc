@@ -62,14 +62,10 @@ class Rejoin : public ::testing::Test {
     // The receiver's per-rail listening sockets; the sender's rails point at them.
     rx_->nlisten = kRails;
     for (int r = 0; r < kRails; r++) {
-      int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      ASSERT_EQ(bind(fd, (sockaddr*)&a, sizeof a), 0);
-      ASSERT_EQ(listen(fd, 16), 0);
-      socklen_t len = sizeof tx_->rail_addr[r];
-      ASSERT_EQ(getsockname(fd, (sockaddr*)&tx_->rail_addr[r], &len), 0);
+      sockaddr_in a;
+      int fd = wire_watch::ListenLoopback(&a, 16);
+      ASSERT_GE(fd, 0) << strerror(errno);
+      memcpy(&tx_->rail_addr[r], &a, sizeof a);
       rx_->listen_fd[r] = fd;
       tx_->rail_ifc[r] = &lo_;
     }

@@ -4,6 +4,7 @@
 #define BRAID_TEST_WIRE_WATCH_H
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdarg.h>
@@ -62,6 +63,21 @@ inline std::string TakeWarnings() {
   return s;
 }
 
+// A non-blocking listening TCP socket on 127.0.0.1 at a free port, whose address goes to *addr;
+// -1 when any step fails.
+inline int ListenLoopback(sockaddr_in* addr, int backlog) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  *addr = sockaddr_in{};
+  addr->sin_family = AF_INET;
+  addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof *addr;
+  if (fd >= 0 && bind(fd, (sockaddr*)addr, sizeof *addr) == 0 && listen(fd, backlog) == 0 &&
+      getsockname(fd, (sockaddr*)addr, &len) == 0)
+    return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
 // A TCP relay between one connector and a listener (target) that records both directions.
 struct Relay {
   int lfd = -1, a = -1, b = -1;
@@ -69,13 +85,8 @@ struct Relay {
   std::vector<uint8_t> up, down;  // connector -> listener, listener -> connector
   void Start(const sockaddr_storage& target) {
     memcpy(&to, &target, sizeof to);
-    lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(bind(lfd, (sockaddr*)&addr, sizeof addr), 0);
-    ASSERT_EQ(listen(lfd, 4), 0);
-    socklen_t len = sizeof addr;
-    ASSERT_EQ(getsockname(lfd, (sockaddr*)&addr, &len), 0);
+    lfd = ListenLoopback(&addr, 4);
+    ASSERT_GE(lfd, 0) << strerror(errno);
   }
   // Accepts the connector once, then moves what either side wrote to the other.
   void Pump() {
