@@ -466,7 +466,8 @@ static int rx_ofi_post(struct braid_comm *c, struct braid_stream *s) {
     size_t len;
     char *dst = rx_ofi_dest(c, s, o, &len);
     if (!dst) return -1;
-    int rc = braid_ofi_recv_payload(s->ofi, dst, len, o->tag, o, dst == o->dest && !rx_ofi_bounced(c));
+    /* (only o->dest is NCCL's memory: a bounce buffer and the sink are braid's) */
+    int rc = braid_ofi_recv_payload(s->ofi, dst, len, o->tag, o, dst == o->dest);
     if (rc == -EAGAIN) return 1;
     if (rc) return rx_stream_broken(c, s, braid_ofi_error(s->ofi)), -1;
     o->state = BRAID_OFI_RX_POSTED;
@@ -647,12 +648,13 @@ static void rx_update_held(struct braid_comm *c) {
 static void rx_send_acks(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
   bool late = now - c->last_ack_ns >= RX_ACK_DELAY_NS, idle = !rx_waiting(c);
+  uint64_t idle_deadline = now + RX_ACK_IDLE_WAIT_NS; /* for the whole call, not per stream */
   rx_update_held(c);
   for (int i = 0; i < c->nstreams; i++) {
     struct braid_stream *s = &c->streams[i];
     if (s->dead) continue;
     /* An acknowledgement the socket took only part of goes out whole before any other. */
-    if (!s->ofi && !(idle ? braid_ack_out_finish(&s->ack_out, s->fd, now + RX_ACK_IDLE_WAIT_NS)
+    if (!s->ofi && !(idle ? braid_ack_out_finish(&s->ack_out, s->fd, idle_deadline)
                           : braid_ack_out_flush(&s->ack_out, s->fd)))
       continue;
     /* When NCCL may stop calling (idle), every stream tells the sender which messages are held:
@@ -661,7 +663,7 @@ static void rx_send_acks(struct braid_comm *c) {
      * the rail; the sender then completes the send without it. */
     bool tell = idle && c->held_below > s->held_sent;
     if (s->frames_recvd == s->frames_ack_sent && !tell) continue;
-    bool due = tell || late || idle;
+    bool due = late || idle; /* (tell implies idle) */
     if (!due && s->frames_recvd - s->frames_ack_sent < RX_ACK_BATCH) continue;
     struct braid_frame f = {.type = BRAID_FRAME_ACK, .seq = s->frames_recvd, .offset = c->held_below};
     uint8_t hdr[BRAID_FRAME_HDR_BYTES];
@@ -677,7 +679,7 @@ static void rx_send_acks(struct braid_comm *c) {
       sent = rc == 0;
     } else {
       /* Part of it may go out: the rest is flushed first on the next calls (framing kept). */
-      sent = idle ? braid_ack_out_send_now(&s->ack_out, s->fd, hdr, now + RX_ACK_IDLE_WAIT_NS)
+      sent = idle ? braid_ack_out_send_now(&s->ack_out, s->fd, hdr, idle_deadline)
                   : braid_ack_out_send(&s->ack_out, s->fd, hdr);
     }
     if (!sent) continue;
