@@ -33,7 +33,7 @@ LDFLAGS += $(SANFLAGS)
 
 COMMON_SRCS = common/log.c common/param.c common/sockaddr.c common/dynlib.c common/sodium_lib.c \
               common/tmpfile.c
-NET_SRCS    = $(wildcard net_plugin/*.c)
+NET_SRCS    = $(shell find net_plugin -name "*.c" | sort)
 NETLOAD_SRCS = $(wildcard tools/netload/*.c)
 PERF_SRCS   = $(wildcard tools/perf/*.c)
 TRACE_SRCS  = $(wildcard tools/trace/*.c)

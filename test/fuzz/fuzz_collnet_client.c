@@ -1,5 +1,5 @@
 /* libFuzzer target: the CollNet client's handling of what braid-ps sends back during operations
- * (net_plugin/collnet_op.c, with braid-ps's protocol, assignment and reduction code, compiled
+ * (net_plugin/collnet/collnet_op.c, with braid-ps's protocol, assignment and reduction code, compiled
  * in), driven through braid_coll_iallreduce / braid_coll_test on a collComm whose 1 to 3 server
  * connections are socketpairs; the harness plays the servers.
  *
@@ -24,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collnet.h"
-#include "collnet_int.h"
+#include "collnet/collnet.h"
+#include "collnet/collnet_int.h"
 #include "net_stubs.h"
 #include "proto.h"
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire.h"
+#include "wire/wire.h"
 
 #include "fuzz_check.h"
 

@@ -1,4 +1,4 @@
-/* libFuzzer target: the receive path's message and byte-range logic (net_plugin/rx.c, compiled
+/* libFuzzer target: the receive path's message and byte-range logic (net_plugin/stripe/rx.c, compiled
  * in), driven through braid_rx_post / braid_rx_progress on a comm of 1 to 4 socket streams (one
  * stream: no acknowledgements, frames in order; several: acknowledgements, any chunk on any
  * stream, re-sends cut into other pieces, duplicates, late copies).
@@ -32,10 +32,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ack_out.h"
-#include "comm.h"
+#include "stripe/ack_out.h"
+#include "comm/comm.h"
 #include "net_stubs.h"
-#include "wire.h"
+#include "wire/wire.h"
 
 #include "fuzz_check.h"
 #include "fuzz_script.h"

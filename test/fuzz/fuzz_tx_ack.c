@@ -1,4 +1,4 @@
-/* libFuzzer target: acknowledgement handling on the send side (net_plugin/tx.c's tx_ack, with the
+/* libFuzzer target: acknowledgement handling on the send side (net_plugin/stripe/tx.c's tx_ack, with the
  * rail scheduler sched.c, compiled in), driven through braid_tx_send / braid_tx_progress on a
  * comm of 2 to 4 socket streams (acknowledgements on).
  *
@@ -24,10 +24,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "comm/comm.h"
 #include "net_stubs.h"
-#include "sched.h"
-#include "wire.h"
+#include "stripe/sched.h"
+#include "wire/wire.h"
 
 #include "fuzz_check.h"
 #include "fuzz_script.h"

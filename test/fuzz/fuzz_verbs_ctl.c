@@ -22,8 +22,8 @@
 #include <string.h>
 
 #include "net_stubs.h"
-#include "verbs_conn.h"
-#include "verbs_ep.h"
+#include "transport/verbs/verbs_conn.h"
+#include "transport/verbs/verbs_ep.h"
 
 #include "fuzz_check.h"
 #include "fuzz_script.h"

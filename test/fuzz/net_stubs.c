@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "comm/comm.h"
 #include "log.h"
 #include "net_stubs.h"
 #include "param.h"
-#include "rejoin.h"
-#include "sock.h"
-#include "telemetry.h"
+#include "comm/rejoin.h"
+#include "transport/socket/sock.h"
+#include "stripe/telemetry.h"
 
 uint64_t fuzz_now_ns = 1000000000ull;
 char fuzz_fail_msg[512];

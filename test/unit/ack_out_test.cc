@@ -11,10 +11,10 @@
 #include <vector>
 
 extern "C" {
-#include "ack_out.h"
+#include "stripe/ack_out.h"
 #include "nccl_plugin/net.h"
 #include "param.h"
-#include "wire.h"
+#include "wire/wire.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;
 }
 

@@ -21,8 +21,8 @@
 #include <vector>
 
 extern "C" {
-#include "devices.h"
-#include "topo.h"
+#include "topo/devices.h"
+#include "topo/topo.h"
 }
 
 namespace {

@@ -4,8 +4,8 @@
 #include <string.h>
 
 extern "C" {
-#include "devices.h"
-#include "wire.h"
+#include "topo/devices.h"
+#include "wire/wire.h"
 }
 
 namespace {

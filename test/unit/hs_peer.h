@@ -1,4 +1,4 @@
-// A hand-made connector's side of the stream handshake (net_plugin/hs.h), for tests that play a
+// A hand-made connector's side of the stream handshake (net_plugin/comm/hs.h), for tests that play a
 // braid peer over raw sockets.  drive() is called while waiting (it must call the plugin's
 // accept(), which is what sends the challenge and the reply).
 #ifndef BRAID_TEST_HS_PEER_H
@@ -12,8 +12,8 @@
 #include <vector>
 
 extern "C" {
-#include "hs.h"
-#include "wire.h"
+#include "comm/hs.h"
+#include "wire/wire.h"
 }
 
 namespace hs_peer {

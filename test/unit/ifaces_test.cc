@@ -9,7 +9,7 @@
 #include <vector>
 
 extern "C" {
-#include "ifaces.h"
+#include "topo/ifaces.h"
 }
 
 namespace {

@@ -21,8 +21,8 @@ extern "C" {
 #include "nccl_plugin/net.h"
 #include "param.h"
 #include "sodium_lib.h"
-#include "sock.h"
-#include "wire.h"
+#include "transport/socket/sock.h"
+#include "wire/wire.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;
 }
 #include "wire_watch.h"

@@ -18,7 +18,7 @@
 extern "C" {
 #include "nccl_plugin/net.h"
 #include "param.h"
-#include "wire.h"
+#include "wire/wire.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;
 }
 #include "hs_peer.h"

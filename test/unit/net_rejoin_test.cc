@@ -1,4 +1,4 @@
-// Rejoin (net_plugin/rejoin.c) between two hand-built comms over loopback: a sender and a
+// Rejoin (net_plugin/comm/rejoin.c) between two hand-built comms over loopback: a sender and a
 // receiver of one connection with 8 rails of 4 streams each (BRAID_NSTREAMS=4 on 8 rails), every
 // rail on lo, each receiver rail its own listening socket.  Only the rejoin machinery is driven
 // (braid_rejoin_connect on the sender, braid_rejoin_accept on the receiver), so the test sees
@@ -19,11 +19,11 @@
 #include <vector>
 
 extern "C" {
-#include "comm.h"
-#include "ifaces.h"
+#include "comm/comm.h"
+#include "topo/ifaces.h"
 #include "log.h"
 #include "param.h"
-#include "rejoin.h"
+#include "comm/rejoin.h"
 #include "sodium_lib.h"
 }
 #include "wire_watch.h"

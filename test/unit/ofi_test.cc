@@ -1,4 +1,4 @@
-// The libfabric endpoint layer (net_plugin/ofi.c) on loopback with the tcp provider: frames as
+// The libfabric endpoint layer (net_plugin/transport/ofi/ofi.c) on loopback with the tcp provider: frames as
 // header + tagged payload, the registration cache, cancellation, bad peer addresses.  Needs
 // libfabric1 (installed by tools/deps.sh test and .ci/run).
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <vector>
 
 extern "C" {
-#include "ofi.h"
+#include "transport/ofi/ofi.h"
 #include "param.h"
 }
 

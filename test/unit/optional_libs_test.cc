@@ -12,7 +12,7 @@
 
 extern "C" {
 #include "dynlib.h"
-#include "hwloc_lib.h"
+#include "topo/hwloc_lib.h"
 #include "inputs.h"
 #include "sodium_lib.h"
 }

@@ -28,7 +28,7 @@
 #include <vector>
 
 extern "C" {
-#include "sched.h"
+#include "stripe/sched.h"
 }
 
 namespace braid_sim {

@@ -12,7 +12,7 @@
 #include "sched_sim.h"
 
 extern "C" {
-#include "sched.h"
+#include "stripe/sched.h"
 }
 
 namespace {

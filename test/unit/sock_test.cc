@@ -10,7 +10,7 @@
 #include <string>
 
 extern "C" {
-#include "sock.h"
+#include "transport/socket/sock.h"
 }
 
 namespace {

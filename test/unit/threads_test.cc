@@ -15,7 +15,7 @@
 #include <vector>
 
 extern "C" {
-#include "collnet.h"
+#include "collnet/collnet.h"
 #include "nccl_plugin/net.h"
 #include "param.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;

@@ -5,7 +5,7 @@
 #include <string>
 
 extern "C" {
-#include "verbs_dev.h"
+#include "transport/verbs/verbs_dev.h"
 }
 
 namespace {

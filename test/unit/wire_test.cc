@@ -11,7 +11,7 @@
 #include <vector>
 
 extern "C" {
-#include "wire.h"
+#include "wire/wire.h"
 }
 
 namespace {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # braid-verbs-conn-test in the soft-RoCE test guest (tools/vm): a verbs connection striped over 4
-# rxe rails (net_plugin/verbs_conn.c), both ends in one process, every byte verified:
+# rxe rails (net_plugin/transport/verbs/verbs_conn.c), both ends in one process, every byte verified:
 #   (1) messages of 0, 1, 4095 bytes, a chunk, a chunk + 1, 3 MiB + 5, then 2 s of 1 MiB messages;
 #   (2) rail 1 black-holed mid-run (`netem loss 100%` on the receiver's side: its ACKs vanish,
 #       the data it carried may have landed): the run completes verified, rail 1 down;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # braid-verbs-ep-test in the soft-RoCE test guest (tools/vm): boots it once and, inside, runs the
-# verbs endpoint (net_plugin/verbs_ep.c) between rxe_a<r> and rxe_b<r> in one process:
+# verbs endpoint (net_plugin/transport/verbs/verbs_ep.c) between rxe_a<r> and rxe_b<r> in one process:
 #   (1)+(2) control messages both ways and 64 x 256 KiB WRITE_WITH_IMM, on rails 0 and 3;
 #   (3) --blackhole on rail 0: after the warm-up, `braid-fabric netem 0 b loss 100%` (rxe_b0's
 #       ACKs vanish), then writes from rxe_a0 must fail with a work-completion error within 3 s.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # braid-verbs-probe in the soft-RoCE test guest (tools/vm): boots it once and, inside, checks the
-# verbs rails net_plugin/verbs_dev.c discovers over the rxe devices:
+# verbs rails net_plugin/transport/verbs/verbs_dev.c discovers over the rxe devices:
 #   (a) no filter: every rxe_a<r>/rxe_b<r> port, Ethernet, RoCE v2, the IPv4-mapped GID of its
 #       rail's address, at the index `braid-fabric gid` names;
 #   (b) BRAID_IB_HCA==rxe_a0:1: exactly that rail;  (c) BRAID_IB_HCA=^rxe_b: only rxe_a*;

@@ -1,12 +1,12 @@
 # braid-sim build rules, for the top-level Makefile: `include tools/sim/build.mk` after the obj
 # macro (next to the other tools' includes).
 #
-# braid-sim (tools/sim) links braid's own scheduler (net_plugin/sched.c) and braid-ps's partition
+# braid-sim (tools/sim) links braid's own scheduler (net_plugin/stripe/sched.c) and braid-ps's partition
 # assignment (ps_offload/assign.c), not copies of them; cairo for the PNG, libm.
 # build/sim-tests: its GoogleTest suite (test/sim/*.cc): closed-form cases and the rail
 # simulator replayed against the plugin's unit-test simulator (test/unit/sched_sim.h).
 SIM_SRCS     = $(wildcard tools/sim/*.c)
-SIM_LIB_SRCS = $(filter-out tools/sim/main.c,$(SIM_SRCS)) net_plugin/sched.c ps_offload/assign.c
+SIM_LIB_SRCS = $(filter-out tools/sim/main.c,$(SIM_SRCS)) net_plugin/stripe/sched.c ps_offload/assign.c
 SIM          = $(BUILD)/braid-sim
 SIM_TESTS    = $(BUILD)/sim-tests
 TARGETS     += $(SIM)

@@ -47,7 +47,7 @@ const char *scenario_name(enum scenario sc);
 int scenario_parse(const char *name); /* -1: unknown */
 
 /* ---- braid's striping (stripe.c): the rate braid's scheduler delivers over a set of rails,
- * measured by running the rail simulator (railsim.c, driving net_plugin/sched.c) on a backlog
+ * measured by running the rail simulator (railsim.c, driving net_plugin/stripe/sched.c) on a backlog
  * of chunks after a warm-up; a rail of rate 0 is down (failed at time 0).  Cached per rate
  * vector.  */
 struct stripe_cache *stripe_cache_new(void);

@@ -16,7 +16,7 @@ static void usage(FILE *f) {
           "usage: braid-sim [--config FILE] [--set KEY=VALUE]... [--scenario LIST] [--algo LIST]\n"
           "                 [--out DIR] [--print-config] [--quiet]\n"
           "Simulates an allreduce on a rail-optimized cluster with braid's own multi-rail scheduler\n"
-          "(net_plugin/sched.c) and braid-ps's partition assignment (ps_offload/assign.c) driven by a\n"
+          "(net_plugin/stripe/sched.c) and braid-ps's partition assignment (ps_offload/assign.c) driven by a\n"
           "simulated clock, and reports time, algbw, busbw, slowdown against healthy and (with sweep = 1)\n"
           "scaling efficiency from one node to all of them.  Model and assumptions: docs/sim.md.\n"
           "\n"

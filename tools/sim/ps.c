@@ -8,7 +8,7 @@
 #include "coll.h"
 #include "flow.h"
 
-/* The client's partition size rule (net_plugin/collnet_op.c): at least 4 partitions per server
+/* The client's partition size rule (net_plugin/collnet/collnet_op.c): at least 4 partitions per server
  * down to 16 KiB, at most BRAID_PS_PARTITION_BYTES, a multiple of 4 KiB. */
 static size_t part_bytes(size_t bytes, int nservers, size_t max) {
   size_t pb = bytes / (4 * (size_t)nservers);

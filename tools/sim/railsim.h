@@ -1,5 +1,5 @@
 /* braid-sim's rail simulator: discrete events on the rails of one striped connection, driving
- * braid's real scheduler (net_plugin/sched.c) by a simulated clock.
+ * braid's real scheduler (net_plugin/stripe/sched.c) by a simulated clock.
  *
  * The same model as the plugin's unit-test simulator (test/unit/sched_sim.h), in C, event for
  * event (ties broken by insertion order, chunks re-queued oldest first), so that the two give the
@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sched.h"
+#include "stripe/sched.h"
 
 #define RS_US 1000ull
 #define RS_MS (1000ull * RS_US)

@@ -11,7 +11,7 @@ TRACE_SRCS := $(filter-out $(SHAPE_SRCS),$(TRACE_SRCS))
 SHAPE       = $(BUILD)/braid-trace-shape
 TARGETS    += $(SHAPE)
 
-$(TRACE): $(call obj,net_plugin/abi.c)
+$(TRACE): $(call obj,net_plugin/abi/abi.c)
 
 $(SHAPE): $(call obj,$(SHAPE_SRCS))
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)

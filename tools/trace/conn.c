@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "log.h"
-#include "net.h"
+#include "api/net.h"
 #include "trace.h"
 
 /* The context whose inner one a call uses: the caller's, or the process one (v7..v10). */

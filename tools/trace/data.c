@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "log.h"
-#include "net.h"
+#include "api/net.h"
 #include "trace.h"
 
 /* The inner memory handle behind ours (NULL stays NULL); -1 when mh is not one of ours. */

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "net.h"
+#include "api/net.h"
 #include "trace.h"
 
 /* NCCL matches NCCL_NET against this: the wrapper answers to braid's name, so NCCL_NET=braid

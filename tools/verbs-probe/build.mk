@@ -1,28 +1,28 @@
 # braid-verbs-probe build rule, for the top-level Makefile: `include tools/verbs-probe/build.mk`
 # after the obj macro and COMMON_SRCS (next to `include tools/perf/build.mk`).
 #
-# braid-verbs-probe lists the verbs rails (net_plugin/verbs_dev.c) that a verbs transport would
+# braid-verbs-probe lists the verbs rails (net_plugin/transport/verbs/verbs_dev.c) that a verbs transport would
 # use.  libibverbs is loaded at run time, never linked: only -ldl and -lpthread.
 VERBS_PROBE = $(BUILD)/braid-verbs-probe
 TARGETS    += $(VERBS_PROBE)
 
-$(VERBS_PROBE): $(call obj,tools/verbs-probe/main.c net_plugin/verbs_dev.c $(COMMON_SRCS))
+$(VERBS_PROBE): $(call obj,tools/verbs-probe/main.c net_plugin/transport/verbs/verbs_dev.c $(COMMON_SRCS))
 	$(CC) $(LDFLAGS) $^ -o $@ -ldl -lpthread
 
-# braid-verbs-ep-test: two verbs endpoints (net_plugin/verbs_ep.c) on rxe_a<r>/rxe_b<r> in one
+# braid-verbs-ep-test: two verbs endpoints (net_plugin/transport/verbs/verbs_ep.c) on rxe_a<r>/rxe_b<r> in one
 # process; run in the soft-RoCE guest by test/vm/verbs_ep_test.sh.
 VERBS_EP_TEST = $(BUILD)/braid-verbs-ep-test
 TARGETS      += $(VERBS_EP_TEST)
 
-$(VERBS_EP_TEST): $(call obj,tools/verbs-probe/ep_test.c net_plugin/verbs_ep.c net_plugin/verbs_dev.c $(COMMON_SRCS))
+$(VERBS_EP_TEST): $(call obj,tools/verbs-probe/ep_test.c net_plugin/transport/verbs/verbs_ep.c net_plugin/transport/verbs/verbs_dev.c $(COMMON_SRCS))
 	$(CC) $(LDFLAGS) $^ -o $@ -ldl -lpthread
 
-# braid-verbs-conn-test: a striped verbs connection (net_plugin/verbs_conn.c) over rxe_a<r> ->
+# braid-verbs-conn-test: a striped verbs connection (net_plugin/transport/verbs/verbs_conn.c) over rxe_a<r> ->
 # rxe_b<r>, both ends in one process; run in the soft-RoCE guest by test/vm/verbs_conn_test.sh
 # and bench/verbs.sh.
 VERBS_CONN_TEST = $(BUILD)/braid-verbs-conn-test
 TARGETS        += $(VERBS_CONN_TEST)
 
 # Sanitized builds link the sanitizers' runtimes statically: the test guest has no libasan.
-$(VERBS_CONN_TEST): $(call obj,tools/verbs-probe/conn_test.c net_plugin/verbs_conn.c net_plugin/verbs_ep.c net_plugin/verbs_dev.c net_plugin/sched.c $(COMMON_SRCS))
+$(VERBS_CONN_TEST): $(call obj,tools/verbs-probe/conn_test.c net_plugin/transport/verbs/verbs_conn.c net_plugin/transport/verbs/verbs_ep.c net_plugin/transport/verbs/verbs_dev.c net_plugin/stripe/sched.c $(COMMON_SRCS))
 	$(CC) $(LDFLAGS) $(if $(filter 1,$(SAN)),-static-libasan -static-libubsan) $^ -o $@ -ldl -lpthread -lm

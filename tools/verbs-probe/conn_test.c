@@ -1,4 +1,4 @@
-/* braid-verbs-conn-test: a striped verbs connection (net_plugin/verbs_conn.h) between the rxe_a<r>
+/* braid-verbs-conn-test: a striped verbs connection (net_plugin/transport/verbs/verbs_conn.h) between the rxe_a<r>
  * and rxe_b<r> rails of the soft-RoCE test guest (tools/vm), both ends in this process.  Keeps up
  * to 8 messages in flight as NCCL's proxy does, verifies every byte of every message, and prints
  * the throughput and each rail's share.
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "verbs_conn.h"
+#include "transport/verbs/verbs_conn.h"
 
 #define INFLIGHT 8
 

@@ -1,4 +1,4 @@
-/* braid-verbs-ep-test: two verbs endpoints (net_plugin/verbs_ep.h) in one process, on rxe_a<r>
+/* braid-verbs-ep-test: two verbs endpoints (net_plugin/transport/verbs/verbs_ep.h) in one process, on rxe_a<r>
  * and rxe_b<r> (the soft-RoCE test guest, tools/vm), connected to each other.  Checks control
  * messages both ways and 64 RDMA WRITE_WITH_IMM of 256 KiB; with --blackhole, how long a dead
  * peer takes to surface as a work-completion error.  Exit status: 0 passed, 1 failed, 2 usage. */
@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "verbs_ep.h"
+#include "transport/verbs/verbs_ep.h"
 
 #define NWRITES 64
 #define CHUNK (256u << 10)

@@ -1,10 +1,10 @@
-/* braid-verbs-probe: lists the RDMA rails a braid verbs transport would use (net_plugin/verbs_dev.h),
+/* braid-verbs-probe: lists the RDMA rails a braid verbs transport would use (net_plugin/transport/verbs/verbs_dev.h),
  * or why there are none.  Exit status: 0 at least one rail, 1 none, 2 usage. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "verbs_dev.h"
+#include "transport/verbs/verbs_dev.h"
 
 static void usage(FILE *f) {
   fputs("usage: braid-verbs-probe [--help]\n"

@@ -1,0 +1,717 @@
+/* CollNet set-up: init, devices, listen, the connect collective, registration, close.
+ * Operations are in collnet_op.c; the protocol is ps_offload/proto.h. */
+#include "collnet/collnet.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "collnet/collnet_int.h"
+#include "topo/devices.h"
+#include "log.h"
+#include "api/net.h"
+#include "nccl_plugin/net.h"
+#include "param.h"
+#include "reduce.h"
+#include "transport/socket/sock.h"
+
+#define LISTEN_MAGIC 0x4C535042u /* "BPSL" */
+#define CMR_MAGIC 0x4D535042u    /* "BPSM" */
+#define HANDLE_MAGIC 0x48535042u /* "BPSH" */
+
+/* The 128-byte handle every head all-gathers: magic, version, the head's random nonce (the
+ * session id is a hash of all of them), and the settings every head must share. */
+#define H_NONCE 32
+struct coll_handle {
+  uint32_t magic, version;
+  uint8_t nonce[H_NONCE];
+  uint64_t part_bytes;
+  uint32_t hold;
+  uint8_t servers[8]; /* a hash of BRAID_PS_SERVERS: every head must name the same servers in the
+                         same order (partition p of op s goes to the same index everywhere) */
+};
+
+struct server_list;
+
+struct coll_listen {
+  uint32_t magic;
+  int dev;
+  struct coll_handle h;
+  const struct server_list *servers; /* the BRAID_PS_SERVERS the handle's hash names */
+};
+
+struct coll_mr {
+  uint32_t magic;
+  void *addr;
+  size_t size;
+};
+
+struct coll_ctx {
+  uint32_t magic;
+  uint64_t comm_id;
+};
+
+/* BRAID_PS_SERVERS parsed.  Immutable once published: init (on any thread) never rewrites a
+ * list that another thread's connect reads (issue 19 item 5).  A process normally sees one spec;
+ * one whose parameters are reloaded with another (the unit tests) gets a list per spec, all kept
+ * to the end of the process, as a connect may still read an older one. */
+struct server_list {
+  const struct server_list *older;
+  char host[PS_MAX_SERVERS][256];
+  char port[PS_MAX_SERVERS][16];
+  int n;
+  char spec[];
+};
+
+static pthread_mutex_t servers_mu = PTHREAD_MUTEX_INITIALIZER;
+static const struct server_list *servers_all; /* newest first */
+
+uint64_t ps_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* "host:port,[v6addr]:port,..." into *servers (zeroed); -1 with a WARN naming the bad entry. */
+static int parse_servers(const char *spec, struct server_list *servers) {
+  servers->n = 0;
+  const char *p = spec;
+  while (*p) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    char item[300];
+    if (len == 0 || len >= sizeof item) goto bad;
+    memcpy(item, p, len);
+    item[len] = 0;
+    if (servers->n == PS_MAX_SERVERS) {
+      BRAID_WARN("invalid configuration: BRAID_PS_SERVERS lists more than %d servers", PS_MAX_SERVERS);
+      return -1;
+    }
+    char *host = item, *colon;
+    if (item[0] == '[') {
+      char *close = strchr(item, ']');
+      if (!close || close[1] != ':') goto bad;
+      *close = 0;
+      host = item + 1;
+      colon = close + 1;
+    } else {
+      colon = strrchr(item, ':');
+      if (!colon) goto bad;
+      *colon = 0;
+    }
+    char *port = colon + 1, *e = NULL;
+    long v = strtol(port, &e, 10);
+    if (!*host || e == port || *e || v < 1 || v > 65535 || strlen(host) >= sizeof servers->host[0]) goto bad;
+    memcpy(servers->host[servers->n], host, strlen(host) + 1); /* length checked above */
+    snprintf(servers->port[servers->n], sizeof servers->port[0], "%ld", v);
+    servers->n++;
+    p = end ? end + 1 : p + len;
+    continue;
+  bad:
+    BRAID_WARN("invalid configuration: BRAID_PS_SERVERS entry \"%.*s\" is not host:port or [ipv6]:port",
+               (int)len, p);
+    return -1;
+  }
+  return servers->n > 0 ? 0 : -1;
+}
+
+/* The list for spec, parsed on first use; NULL (with a WARN) when spec is invalid. */
+static const struct server_list *servers_for(const char *spec) {
+  pthread_mutex_lock(&servers_mu);
+  const struct server_list *sl = servers_all;
+  while (sl && strcmp(sl->spec, spec)) sl = sl->older;
+  if (!sl) {
+    size_t len = strlen(spec);
+    struct server_list *n = calloc(1, sizeof *n + len + 1);
+    if (!n) {
+      BRAID_WARN("CollNet: out of memory parsing BRAID_PS_SERVERS");
+    } else if (parse_servers(spec, n) != 0) {
+      free(n);
+    } else {
+      memcpy(n->spec, spec, len + 1);
+      n->older = servers_all;
+      servers_all = sl = n;
+    }
+  }
+  pthread_mutex_unlock(&servers_mu);
+  return sl;
+}
+
+ncclResult_t braid_coll_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger, const char *abi) {
+  if (ctx) *ctx = NULL;
+  braid_log_set_logger(logger);
+  ncclResult_t rc = braid_params_load();
+  if (rc) return rc;
+  const char *spec = braid_param_str(BRAID_P_PS_SERVERS);
+  if (!*spec) {
+    /* Normal when CollNet is not wanted; a warning when the user asked NCCL for it. */
+    const char *want = getenv("NCCL_COLLNET_ENABLE");
+    if (want && atoi(want) == 1)
+      BRAID_WARN("CollNet off: NCCL_COLLNET_ENABLE=1 but BRAID_PS_SERVERS is not set (braid-ps "
+                 "servers as host:port,...; see braid-ps --help)");
+    else
+      BRAID_INFO(NCCL_INIT | NCCL_NET, "CollNet off: BRAID_PS_SERVERS is not set");
+    return ncclInvalidUsage;
+  }
+  const struct server_list *sl = servers_for(spec);
+  if (!sl) return ncclInvalidArgument;
+  const char *weighting = braid_param_str(BRAID_P_PS_WEIGHTING);
+  if (strcmp(weighting, "adaptive") && strcmp(weighting, "equal")) {
+    BRAID_WARN("invalid configuration: BRAID_PS_WEIGHTING=\"%s\" (use adaptive or equal)", weighting);
+    return ncclInvalidArgument;
+  }
+  if (!*braid_param_str(BRAID_P_PS_TOKEN)) {
+    BRAID_WARN("CollNet off: BRAID_PS_SERVERS is set but BRAID_PS_TOKEN is not (the job's token, "
+               "the same one the braid-ps servers were started with)");
+    return ncclInvalidArgument;
+  }
+  if (ps_auth_init() != 0) {
+    /* The token is always required, so there is no unauthenticated CollNet to fall back to. */
+    BRAID_WARN("CollNet off: BRAID_PS_TOKEN is set but braid-ps authentication (HMAC-SHA256 with "
+               "libsodium) is unavailable: %s; CollNet never runs unauthenticated (apt-get install "
+               "libsodium23)", ps_auth_error());
+    return ncclSystemError;
+  }
+  if (ctx) {
+    struct coll_ctx *c = calloc(1, sizeof *c);
+    if (!c) return ncclSystemError;
+    c->magic = 0x43435458u;
+    c->comm_id = comm_id;
+    *ctx = c;
+  }
+  static atomic_flag announced = ATOMIC_FLAG_INIT;
+  if (!atomic_flag_test_and_set(&announced))
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "braid CollNet %s (%s): %d braid-ps server(s) %s, partitions of %lld bytes, "
+               "hold-back %s, reduction on the servers", BRAID_VERSION, abi, sl->n, spec,
+               (long long)braid_param_int(BRAID_P_PS_PARTITION_BYTES),
+               braid_param_int(BRAID_P_PS_HOLD) ? "on" : "off");
+  return ncclSuccess;
+}
+
+ncclResult_t braid_coll_finalize(void *ctx) {
+  struct coll_ctx *c = ctx;
+  if (c && c->magic == 0x43435458u) {
+    c->magic = 0;
+    free(c);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t braid_coll_devices(int *ndev) { return braid_net_devices(ndev); }
+
+static void put32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void handle_encode(const struct coll_handle *h, uint8_t *out) {
+  memset(out, 0, 128);
+  put32(out, h->magic);
+  put32(out + 4, h->version);
+  memcpy(out + 8, h->nonce, H_NONCE);
+  put32(out + 40, (uint32_t)h->part_bytes);
+  put32(out + 44, h->hold);
+  memcpy(out + 48, h->servers, sizeof h->servers);
+}
+
+static int handle_decode(const uint8_t *in, struct coll_handle *h) {
+  h->magic = get32(in);
+  h->version = get32(in + 4);
+  memcpy(h->nonce, in + 8, H_NONCE);
+  h->part_bytes = get32(in + 40);
+  h->hold = get32(in + 44);
+  memcpy(h->servers, in + 48, sizeof h->servers);
+  return h->magic == HANDLE_MAGIC && h->version == PS_VERSION ? 0 : -1;
+}
+
+ncclResult_t braid_coll_listen(void *ctx, int dev, void *handle, void **listen_comm) {
+  (void)ctx;
+  *listen_comm = NULL;
+  int ndev = 0;
+  if (braid_net_devices(&ndev) != ncclSuccess || dev < 0 || dev >= ndev) {
+    BRAID_WARN("CollNet listen on invalid device %d (%d devices)", dev, ndev);
+    return ncclInvalidArgument;
+  }
+  const char *spec = braid_param_str(BRAID_P_PS_SERVERS);
+  const struct server_list *sl = servers_for(spec);
+  if (!sl) return ncclInvalidArgument;
+  struct coll_listen *l = calloc(1, sizeof *l);
+  if (!l) return ncclSystemError;
+  l->magic = LISTEN_MAGIC;
+  l->servers = sl;
+  l->dev = dev;
+  l->h.magic = HANDLE_MAGIC;
+  l->h.version = PS_VERSION;
+  ps_auth_random(l->h.nonce, H_NONCE);
+  l->h.part_bytes = (uint64_t)braid_param_int(BRAID_P_PS_PARTITION_BYTES);
+  l->h.hold = (uint32_t)braid_param_int(BRAID_P_PS_HOLD);
+  const uint8_t *sp = (const uint8_t *)spec;
+  uint8_t digest[PS_SESSION_BYTES];
+  ps_auth_session_id(&sp, 1, strlen(spec), digest);
+  memcpy(l->h.servers, digest, sizeof l->h.servers);
+  handle_encode(&l->h, handle);
+  *listen_comm = l;
+  return ncclSuccess;
+}
+
+ncclResult_t braid_coll_close_listen(void *listen_comm) {
+  struct coll_listen *l = listen_comm;
+  if (!l || l->magic != LISTEN_MAGIC) {
+    BRAID_WARN("CollNet closeListen of an invalid listen comm %p", listen_comm);
+    return ncclInvalidArgument;
+  }
+  l->magic = 0;
+  free(l);
+  return ncclSuccess;
+}
+
+/* ---------- the connect collective ---------- */
+
+/* Per server: HELLO sent -> CHALLENGE {nonce} -> AUTH (our proof) sent -> PROOF (the server's,
+ * checked) -> READY (tagged with frame authentication).  See ps_offload/proto.h. */
+enum hs_state { HS_RETRY, HS_CONNECTING, HS_CHALLENGE, HS_PROOF, HS_READY_WAIT, HS_READY, HS_FAILED };
+
+struct hs {
+  enum hs_state st;
+  int fd;
+  struct ps_transcript t; /* what both proofs and the key bind */
+  int auth;               /* frame authentication on this connection */
+  uint8_t key[PS_KEY_BYTES];
+  uint8_t buf[PS_HDR_BYTES + PS_MAX_TEXT + PS_TAG_BYTES];
+  size_t got;
+  uint64_t retry_at;
+  char why[320];
+  const struct server_list *servers;
+};
+
+static void hs_fail(struct hs *h, const char *fmt, const char *detail) {
+  snprintf(h->why, sizeof h->why, fmt, detail);
+  if (h->fd >= 0) close(h->fd);
+  h->fd = -1;
+  h->st = HS_FAILED;
+}
+
+static int hs_send(struct hs *h, const struct ps_hdr *hdr, const void *payload) {
+  uint8_t frame[PS_HDR_BYTES + PS_HELLO_BYTES];
+  ps_hdr_encode(hdr, frame);
+  memcpy(frame + PS_HDR_BYTES, payload, hdr->len);
+  ssize_t n = send(h->fd, frame, PS_HDR_BYTES + hdr->len, MSG_NOSIGNAL);
+  return n == (ssize_t)(PS_HDR_BYTES + hdr->len) ? 0 : -1;
+}
+
+/* Reads one whole frame into h->buf; 1 when complete, 0 when more is needed, -1 on error. */
+static int hs_read(struct hs *h, struct ps_hdr *hdr) {
+  for (;;) {
+    size_t want = PS_HDR_BYTES;
+    if (h->got >= PS_HDR_BYTES) {
+      char err[128];
+      if (ps_hdr_decode(h->buf, hdr, err, sizeof err) != 0) {
+        hs_fail(h, "bad frame from the server: %s", err);
+        return -1;
+      }
+      if (hdr->type != PS_CHALLENGE && hdr->type != PS_PROOF && hdr->type != PS_READY &&
+          hdr->type != PS_REFUSE && hdr->type != PS_ERROR) {
+        hs_fail(h, "unexpected %s frame during the handshake", ps_type_name(hdr->type));
+        return -1;
+      }
+      /* at most PS_MAX_TEXT for these types: fits buf; tagged once the server has proven */
+      want = PS_HDR_BYTES + hdr->len + (h->auth && h->st == HS_READY_WAIT ? PS_TAG_BYTES : 0);
+      if (h->got == want) {
+        h->got = 0;
+        return 1;
+      }
+    }
+    ssize_t n = recv(h->fd, h->buf + h->got, want - h->got, 0);
+    if (n > 0) {
+      h->got += (size_t)n;
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+    hs_fail(h, "%s", n == 0 ? "the server closed the connection during the handshake" : strerror(errno));
+    return -1;
+  }
+}
+
+static int resolve(const struct server_list *servers, int i, struct sockaddr_storage *ss,
+                   socklen_t *len, char *err, size_t errlen) {
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+  int r = getaddrinfo(servers->host[i], servers->port[i], &hints, &res);
+  if (r != 0 || !res) {
+    snprintf(err, errlen, "cannot resolve %s: %s", servers->host[i], gai_strerror(r));
+    return -1;
+  }
+  memcpy(ss, res->ai_addr, res->ai_addrlen);
+  *len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return 0;
+}
+
+static void tune_ps_socket(int fd) {
+  braid_sock_tune(fd);
+  braid_sock_short_queue(fd); /* DONE frames must not wait behind megabytes in the kernel */
+  braid_sock_set_timeout(fd, braid_param_int(BRAID_P_PS_TIMEOUT_MS));
+}
+
+/* Starts (or restarts) the TCP connect to server i from the device's rail i % nrails. */
+static void hs_start(struct hs *h, int i, const struct braid_iface *const *rails, int nrails,
+                     uint64_t now) {
+  struct sockaddr_storage ss;
+  socklen_t len;
+  char err[300];
+  if (resolve(h->servers, i, &ss, &len, err, sizeof err) != 0) {
+    hs_fail(h, "%s", err);
+    return;
+  }
+  const struct braid_iface *ifc = NULL;
+  for (int k = 0; k < nrails && !ifc; k++)
+    if (rails[(i + k) % nrails]->addr.ss_family == ss.ss_family) ifc = rails[(i + k) % nrails];
+  h->fd = ifc ? braid_sock_open(ifc) : socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (h->fd < 0) {
+    hs_fail(h, "cannot open a socket: %s", strerror(errno));
+    return;
+  }
+  tune_ps_socket(h->fd);
+  if (connect(h->fd, (struct sockaddr *)&ss, len) != 0 && errno != EINPROGRESS) {
+    snprintf(h->why, sizeof h->why, "connect: %s", strerror(errno));
+    close(h->fd);
+    h->fd = -1;
+    h->st = HS_RETRY;
+    h->retry_at = now + 200000000ull;
+    return;
+  }
+  h->st = HS_CONNECTING;
+}
+
+/* One step of server i's handshake. */
+static void hs_step(struct hs *h, int i, struct braid_collcomm *cc, const char *token,
+                    const struct braid_iface *const *rails, int nrails, uint64_t now) {
+  struct ps_hdr hdr;
+  switch (h->st) {
+  case HS_RETRY:
+    if (now >= h->retry_at) hs_start(h, i, rails, nrails, now);
+    return;
+  case HS_CONNECTING: {
+    int c = braid_sock_connected(h->fd);
+    if (c == 0) return;
+    if (c < 0) {
+      snprintf(h->why, sizeof h->why, "connect: %s", strerror(errno));
+      close(h->fd);
+      h->fd = -1;
+      h->st = HS_RETRY; /* the server may not be up yet: retry until the deadline */
+      h->retry_at = now + 200000000ull;
+      return;
+    }
+    struct ps_hello hello = {.version = PS_VERSION, .rank = (uint32_t)cc->rank, .nranks = (uint32_t)cc->nranks};
+    memcpy(hello.session, cc->session, PS_SESSION_BYTES);
+    ps_auth_random(hello.nonce, PS_NONCE_BYTES);
+    ps_hello_encode(&hello, h->t.hello);
+    h->auth = braid_param_int(BRAID_P_PS_FRAME_AUTH) != 0;
+    h->t.flags = (uint8_t)((cc->hold ? PS_FLAG_HOLD : 0) | (h->auth ? PS_FLAG_AUTH : 0));
+    struct ps_hdr hh = {.type = PS_HELLO, .len = PS_HELLO_BYTES, .flags = h->t.flags,
+                        .rank = (uint32_t)cc->rank};
+    if (hs_send(h, &hh, h->t.hello) != 0) hs_fail(h, "sending HELLO: %s", strerror(errno));
+    else h->st = HS_CHALLENGE;
+    return;
+  }
+  case HS_CHALLENGE:
+  case HS_PROOF:
+  case HS_READY_WAIT: {
+    int r = hs_read(h, &hdr);
+    if (r <= 0) return;
+    int tagged = h->auth && h->st == HS_READY_WAIT;
+    if (tagged) { /* READY (or a late REFUSE/ERROR) is the server's frame 0 */
+      uint8_t tag[PS_TAG_BYTES];
+      ps_mac_frame(h->key, PS_DIR_SERVER, 0, h->buf, h->buf + PS_HDR_BYTES, hdr.len, tag);
+      if (!ps_auth_equal_tag(tag, h->buf + PS_HDR_BYTES + hdr.len)) {
+        hs_fail(h, "the server's %s frame failed its authentication tag (modified in transit?)",
+                ps_type_name(hdr.type));
+        return;
+      }
+    }
+    if (hdr.type == PS_REFUSE || hdr.type == PS_ERROR) {
+      char text[PS_MAX_TEXT + 1];
+      ps_text_decode(h->buf + PS_HDR_BYTES, hdr.len, text, sizeof text);
+      hs_fail(h, "refused: %s", text);
+      return;
+    }
+    if (h->st == HS_CHALLENGE && hdr.type == PS_CHALLENGE) {
+      /* We prove first; the server proves only to a head that knows the token. */
+      memcpy(h->t.server_nonce, h->buf + PS_HDR_BYTES, PS_NONCE_BYTES);
+      uint8_t proof[PS_PROOF_BYTES];
+      ps_auth_head_proof(token, &h->t, proof);
+      struct ps_hdr ah = {.type = PS_AUTH, .len = PS_AUTH_BYTES, .rank = (uint32_t)cc->rank};
+      if (hs_send(h, &ah, proof) != 0) hs_fail(h, "sending AUTH: %s", strerror(errno));
+      else h->st = HS_PROOF;
+      return;
+    }
+    if (h->st == HS_PROOF && hdr.type == PS_PROOF) {
+      uint8_t want[PS_PROOF_BYTES];
+      ps_auth_server_proof(token, &h->t, want);
+      if (!ps_auth_equal(want, h->buf + PS_HDR_BYTES)) {
+        hs_fail(h, "%s", "the server does not know the job's token (BRAID_PS_TOKEN differs, or "
+                         "something else answered for it)");
+        return;
+      }
+      if (h->auth) ps_auth_conn_key(token, &h->t, h->key);
+      h->st = HS_READY_WAIT;
+      return;
+    }
+    if (h->st == HS_READY_WAIT && hdr.type == PS_READY) {
+      h->st = HS_READY;
+      return;
+    }
+    hs_fail(h, "unexpected %s frame during the handshake", ps_type_name(hdr.type));
+    return;
+  }
+  default:
+    return;
+  }
+}
+
+static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct server_list *servers,
+                                   const struct braid_iface *const *rails, int nrails) {
+  const char *token = braid_param_str(BRAID_P_PS_TOKEN);
+  struct hs hs[PS_MAX_SERVERS];
+  uint64_t now = ps_now_ns();
+  uint64_t deadline = now + (uint64_t)braid_param_int(BRAID_P_PS_CONNECT_TIMEOUT_MS) * 1000000ull;
+  uint64_t first_ready = 0;
+  for (int i = 0; i < cc->nservers; i++) {
+    memset(&hs[i], 0, sizeof hs[i]);
+    hs[i].fd = -1;
+    hs[i].servers = servers;
+    hs_start(&hs[i], i, rails, nrails, now);
+  }
+  for (;;) {
+    int pending = 0;
+    struct pollfd pfd[PS_MAX_SERVERS];
+    int np = 0;
+    now = ps_now_ns();
+    for (int i = 0; i < cc->nservers; i++) {
+      hs_step(&hs[i], i, cc, token, rails, nrails, now);
+      if (hs[i].st == HS_READY || hs[i].st == HS_FAILED) continue;
+      pending++;
+      if (hs[i].fd >= 0)
+        pfd[np++] = (struct pollfd){.fd = hs[i].fd, .events = hs[i].st == HS_CONNECTING ? POLLOUT : POLLIN};
+    }
+    if (!pending) break;
+    /* Once a server is ready, one that still refuses connections (down, or not started) gets a
+     * short grace, not the whole deadline: the job starts on the others. */
+    if (!first_ready)
+      for (int i = 0; i < cc->nservers; i++)
+        if (hs[i].st == HS_READY) first_ready = now;
+    for (int i = 0; first_ready && now - first_ready > 2000000000ull && i < cc->nservers; i++)
+      if (hs[i].st == HS_RETRY) hs_fail(&hs[i], "%s", hs[i].why[0] ? hs[i].why : "unreachable");
+    if (now >= deadline) {
+      for (int i = 0; i < cc->nservers; i++)
+        if (hs[i].st != HS_READY && hs[i].st != HS_FAILED) {
+          char why[300];
+          snprintf(why, sizeof why, "%s", hs[i].st == HS_READY_WAIT
+                                              ? "not every head joined within BRAID_PS_CONNECT_TIMEOUT_MS"
+                                              : hs[i].why[0] ? hs[i].why : "no answer");
+          hs_fail(&hs[i], "%s", why);
+        }
+      break;
+    }
+    poll(pfd, (nfds_t)np, 20);
+  }
+  int ready = 0;
+  for (int i = 0; i < cc->nservers; i++) {
+    struct ps_srv *s = &cc->srv[i];
+    snprintf(s->name, sizeof s->name, "%s:%s", servers->host[i], servers->port[i]);
+    if (hs[i].st == HS_READY) {
+      s->fd = hs[i].fd;
+      s->auth = hs[i].auth;
+      memcpy(s->key, hs[i].key, PS_KEY_BYTES);
+      s->tx_seq = 0;
+      s->rx_seq = 1; /* READY was frame 0 */
+      ready++;
+    } else {
+      s->fd = -1;
+      s->lost = 1;
+      cc->lost |= 1u << i;
+      BRAID_WARN("CollNet rank %d/%d: braid-ps server %s not usable: %s", cc->rank, cc->nranks,
+                 s->name, hs[i].why);
+    }
+  }
+  explicit_bzero(hs, sizeof hs); /* the keys live on in cc->srv[] only */
+  if (!ready) {
+    BRAID_WARN("CollNet rank %d/%d: no braid-ps server usable (BRAID_PS_SERVERS=%s); NCCL falls "
+               "back to its other algorithms for this communicator", cc->rank, cc->nranks,
+               braid_param_str(BRAID_P_PS_SERVERS));
+    return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t braid_coll_connect(void *handles[], int nranks, int rank, void *listen_comm,
+                                void **coll_comm) {
+  *coll_comm = NULL;
+  struct coll_listen *l = listen_comm;
+  if (!l || l->magic != LISTEN_MAGIC) {
+    BRAID_WARN("CollNet connect with an invalid listen comm %p", listen_comm);
+    return ncclInvalidArgument;
+  }
+  if (!handles || nranks < 1 || nranks > PS_MAX_RANKS || rank < 0 || rank >= nranks) {
+    BRAID_WARN("CollNet connect with rank %d of %d (at most %d heads)", rank, nranks, PS_MAX_RANKS);
+    return ncclInvalidArgument;
+  }
+  const uint8_t **nonces = calloc((size_t)nranks, sizeof *nonces);
+  struct coll_handle *hs = calloc((size_t)nranks, sizeof *hs);
+  struct braid_collcomm *cc = calloc(1, sizeof *cc);
+  ncclResult_t rc = ncclSuccess;
+  if (!nonces || !hs || !cc) {
+    rc = ncclSystemError;
+    goto out;
+  }
+  for (int r = 0; r < nranks; r++) {
+    if (!handles[r] || handle_decode(handles[r], &hs[r]) != 0) {
+      if (handles[r] && hs[r].magic == HANDLE_MAGIC)
+        BRAID_WARN("CollNet connect: head %d speaks braid-ps protocol %u, this head %u: every node "
+                   "must run the same braid release", r, hs[r].version, PS_VERSION);
+      else
+        BRAID_WARN("CollNet connect: the handle of head %d is not a braid CollNet handle", r);
+      rc = ncclInvalidArgument;
+      goto out;
+    }
+    if (hs[r].part_bytes != l->h.part_bytes || hs[r].hold != l->h.hold) {
+      BRAID_WARN("CollNet connect: head %d uses BRAID_PS_PARTITION_BYTES=%llu BRAID_PS_HOLD=%u, this "
+                 "head %llu/%u: every node must use the same values", r,
+                 (unsigned long long)hs[r].part_bytes, hs[r].hold,
+                 (unsigned long long)l->h.part_bytes, l->h.hold);
+      rc = ncclInvalidUsage;
+      goto out;
+    }
+    if (memcmp(hs[r].servers, l->h.servers, sizeof l->h.servers) != 0) {
+      BRAID_WARN("CollNet connect: head %d lists other braid-ps servers than this head "
+                 "(BRAID_PS_SERVERS=%s): every node must list the same servers in the same order",
+                 r, braid_param_str(BRAID_P_PS_SERVERS));
+      rc = ncclInvalidUsage;
+      goto out;
+    }
+    nonces[r] = hs[r].nonce;
+  }
+  if (memcmp(hs[rank].nonce, l->h.nonce, H_NONCE) != 0) {
+    BRAID_WARN("CollNet connect: handle %d is not the one this head's listen produced", rank);
+    rc = ncclInvalidArgument;
+    goto out;
+  }
+  cc->magic = COLL_MAGIC;
+  cc->rank = rank;
+  cc->nranks = nranks;
+  cc->dev = l->dev;
+  cc->nservers = l->servers->n;
+  cc->hold = (int)l->h.hold;
+  cc->equal_weights = !strcmp(braid_param_str(BRAID_P_PS_WEIGHTING), "equal");
+  cc->part_bytes = (size_t)l->h.part_bytes;
+  cc->t_open = ps_now_ns();
+  memset(cc->my_weights, 255, sizeof cc->my_weights);
+  ps_auth_session_id(nonces, nranks, H_NONCE, cc->session);
+  const struct braid_iface *rails[BRAID_MAX_RAILS];
+  int nrails = braid_net_device_rails(l->dev, rails, BRAID_MAX_RAILS);
+  if (nrails <= 0) {
+    rc = ncclInvalidArgument;
+    goto out;
+  }
+  rc = run_handshakes(cc, l->servers, rails, nrails);
+  if (rc) goto out;
+  char list[PS_MAX_SERVERS * 100] = "";
+  size_t o = 0;
+  for (int i = 0; i < cc->nservers && o < sizeof list; i++)
+    o += (size_t)snprintf(list + o, sizeof list - o, "%s%s%s", i ? ", " : "", cc->srv[i].name,
+                          cc->srv[i].lost ? " (lost)" : "");
+  BRAID_INFO(NCCL_INIT | NCCL_NET, "CollNet rank %d/%d on device %d: session %02x%02x%02x%02x, servers %s",
+             rank, nranks, l->dev, cc->session[0], cc->session[1], cc->session[2], cc->session[3], list);
+  pthread_mutex_init(&cc->mu, NULL);
+  ps_client_register(cc, 1);
+  *coll_comm = cc;
+  cc = NULL;
+out:
+  if (cc) {
+    for (int i = 0; i < PS_MAX_SERVERS; i++)
+      if (cc->srv[i].fd > 0) close(cc->srv[i].fd);
+    free(cc);
+  }
+  free(nonces);
+  free(hs);
+  return rc;
+}
+
+ncclResult_t braid_coll_reduce_support(int dtype, int op, int *supported) {
+  /* Always success: an error here hangs the other heads (NCCL ignores CollNet set-up results). */
+  if (supported) *supported = braid_reduce_supported(dtype, op);
+  return ncclSuccess;
+}
+
+struct braid_collcomm *braid_collcomm_check(void *p, const char *what) {
+  struct braid_collcomm *cc = p;
+  if (!cc || cc->magic != COLL_MAGIC) {
+    BRAID_WARN("CollNet %s on an invalid collComm %p", what, p);
+    return NULL;
+  }
+  return cc;
+}
+
+ncclResult_t braid_coll_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle) {
+  *mhandle = NULL;
+  if (!braid_collcomm_check(coll_comm, "regMr")) return ncclInvalidArgument;
+  if (type != NCCL_PTR_HOST) {
+    BRAID_WARN("CollNet regMr of memory type %d: braid CollNet offers host memory only (ptrSupport HOST)", type);
+    return ncclInvalidArgument;
+  }
+  struct coll_mr *m = calloc(1, sizeof *m);
+  if (!m) return ncclSystemError;
+  m->magic = CMR_MAGIC;
+  m->addr = data;
+  m->size = size;
+  *mhandle = m;
+  return ncclSuccess;
+}
+
+ncclResult_t braid_coll_dereg_mr(void *coll_comm, void *mhandle) {
+  struct coll_mr *m = mhandle;
+  if (!braid_collcomm_check(coll_comm, "deregMr")) return ncclInvalidArgument;
+  if (!m || m->magic != CMR_MAGIC) {
+    BRAID_WARN("CollNet deregMr of an invalid handle %p", mhandle);
+    return ncclInvalidArgument;
+  }
+  m->magic = 0;
+  free(m);
+  return ncclSuccess;
+}
+
+ncclResult_t braid_coll_iflush(void *coll_comm, void *data, int size, void *mhandle, void **request) {
+  (void)data, (void)size, (void)mhandle;
+  *request = NULL; /* host memory: nothing to flush */
+  return braid_collcomm_check(coll_comm, "iflush") ? ncclSuccess : ncclInvalidArgument;
+}
+
+ncclResult_t braid_coll_close(void *coll_comm) {
+  struct braid_collcomm *cc = braid_collcomm_check(coll_comm, "closeColl");
+  if (!cc) return ncclInvalidArgument;
+  double secs = (double)(ps_now_ns() - cc->t_open) / 1e9;
+  char per[PS_MAX_SERVERS * 96] = "";
+  size_t o = 0;
+  for (int i = 0; i < cc->nservers && o < sizeof per; i++)
+    o += (size_t)snprintf(per + o, sizeof per - o, " %s:%llu parts%s", cc->srv[i].name,
+                          (unsigned long long)cc->srv[i].parts, cc->srv[i].lost ? "(lost)" : "");
+  BRAID_INFO(NCCL_NET, "CollNet rank %d/%d closed after %.1f s: %llu allreduce ops, %.1f MB, %llu "
+             "re-routed partitions;%s", cc->rank, cc->nranks, secs, (unsigned long long)cc->nops,
+             (double)cc->bytes / 1e6, (unsigned long long)cc->reroutes, per);
+  ps_client_register(cc, 0); /* after this nothing else touches cc */
+  pthread_mutex_lock(&cc->mu);
+  ps_client_teardown(cc);
+  cc->magic = 0;
+  pthread_mutex_unlock(&cc->mu);
+  pthread_mutex_destroy(&cc->mu);
+  free(cc);
+  return ncclSuccess;
+}

@@ -1,0 +1,307 @@
+/* The objects behind NCCL's opaque listen/send/recv comms and requests. */
+#ifndef BRAID_COMM_H
+#define BRAID_COMM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "nccl_plugin/common.h"
+#include "stripe/ack_out.h"
+#include "topo/ifaces.h"
+#include "transport/ofi/ofi.h"
+#include "wire/wire.h"
+
+#define BRAID_RECV_REQS 32            /* NCCL_NET_MAX_REQUESTS */
+#define BRAID_MAX_RECVS 8             /* largest grouped receive */
+#define BRAID_SEND_REQS (BRAID_RECV_REQS * BRAID_MAX_RECVS)
+#define BRAID_MSG_WINDOW 1024         /* receive-side messages tracked at once (power of 2) */
+#define BRAID_STAGE_BYTES 4096        /* receive staging: headers and small payloads */
+#define BRAID_SEND_BATCH 16           /* frames written by one writev */
+#define BRAID_OFI_RX_DEPTH 8          /* ofi: payload receives posted ahead per stream */
+
+enum braid_comm_kind { BRAID_COMM_LISTEN = 0x4C, BRAID_COMM_SEND = 0x53, BRAID_COMM_RECV = 0x52 };
+enum braid_req_kind { BRAID_REQ_FREE = 0, BRAID_REQ_SEND, BRAID_REQ_RECV };
+
+struct braid_comm;
+struct braid_chunk;
+struct braid_hs_conn;
+struct braid_ofi_ep;
+
+struct braid_recv_slot {
+  char *buf;
+  size_t cap;
+  int tag;
+  int64_t msg;   /* matched message sequence, -1 while unmatched */
+  size_t size;   /* bytes the matched send carries */
+  bool done;
+};
+
+struct braid_req {
+  enum braid_req_kind kind;
+  struct braid_comm *comm;
+  int index; /* in the comm's pool */
+  bool done;
+  bool warned;          /* BRAID_WAIT_WARN_MS reported */
+  uint64_t posted_ns;
+  /* send */
+  const char *data;
+  size_t size, queued; /* bytes cut into frames so far */
+  int frames_out;      /* frames cut and not yet written (or, with acks, not yet acknowledged) */
+  bool all_queued;
+  int tag;
+  uint64_t seq;
+  int vreq; /* verbs: the connection's request */
+  /* recv */
+  int n, ndone;
+  bool hinted; /* posted with NCCL's optional-completion hint */
+  bool early;  /* verbs: handed over to the connection (braid_vc_detach); test() completes it */
+  struct braid_recv_slot slot[BRAID_MAX_RECVS];
+};
+
+/* A send-side frame queued on a stream: header then payload.  With acks it belongs to a chunk,
+ * kept until the receiver acknowledges it. */
+struct braid_txframe {
+  struct braid_req *req;     /* without acks */
+  struct braid_chunk *chunk; /* with acks */
+  uint8_t hdr[BRAID_FRAME_HDR_BYTES];
+  const char *payload;
+  size_t len;
+};
+
+/* With acks: a piece of a message on a stream, kept until acknowledged or re-sent elsewhere. */
+struct braid_chunk {
+  struct braid_chunk *next;
+  struct braid_req *req;  /* NULL once the send completed (the receiver holds its message) */
+  const char *data;       /* payload, in the request's buffer */
+  uint64_t seq, size, offset;
+  uint32_t len;
+  int32_t tag;
+  int rail;
+  uint64_t sent_ns;
+};
+
+struct braid_chunk_fifo {
+  struct braid_chunk *head, *tail;
+  size_t count;
+};
+
+/* A message known to the receiver: matched to a slot, or buffered (unexpected: ahead of a
+ * receive for its tag; early: its frames arrived before earlier messages were matched). */
+struct braid_rxmsg {
+  int64_t seq; /* -1 when the entry is unused */
+  size_t size, got;
+  int tag;
+  char *dest;              /* slot buffer, or own */
+  struct braid_req *req;   /* NULL while buffered */
+  int slot;
+  char *own;               /* owned buffer of a buffered message */
+  bool early;              /* buffered before next_match reached it */
+  uint64_t next_off;       /* without acks: where the next frame must start (frames come in order) */
+  /* with acks: byte ranges held, so a re-sent chunk is accepted once */
+  uint64_t (*ranges)[2];
+  int nranges, cap_ranges;
+};
+
+/* ofi rx: one frame whose payload is being received (rx.c). */
+struct braid_ofi_rx {
+  struct braid_frame frame;
+  struct braid_rxmsg *msg; /* NULL when discarded */
+  char *dest;              /* where the payload belongs (NULL when discarded) */
+  bool discard;
+  uint8_t state;           /* BRAID_OFI_RX_TAKEN, _POSTED, _DONE; before its header _PRE, _EARLY */
+  bool preposted;          /* its receive was posted before its header came (full capacity) */
+  uint64_t tag;
+  char *bounce;            /* bounced: where the payload lands before being copied */
+  size_t bounce_cap;
+  struct braid_ofi_done early; /* _EARLY: the completion that came before the header */
+};
+enum { BRAID_OFI_RX_TAKEN, BRAID_OFI_RX_POSTED, BRAID_OFI_RX_DONE, BRAID_OFI_RX_PRE, BRAID_OFI_RX_EARLY };
+
+struct braid_stream {
+  int fd;
+  int rail;
+  /* rejoin (rejoin.c): a broken or missing stream reconnected */
+  int join_fd, join_state;
+  struct braid_hs_conn *join_hs; /* the attempt's handshake (hs.h) */
+  uint64_t join_at_ns, join_backoff_ns;
+  const char *rail_name; /* the local NIC, for logs */
+  double rail_Bps;       /* its nominal speed */
+  bool dead;               /* with acks: broken for good (error or reset); others carry on */
+  /* send side */
+  struct braid_txframe tx[BRAID_SEND_BATCH];
+  int tx_head, tx_count;
+  size_t tx_done; /* bytes of tx[tx_head] (header + payload) already written */
+  char *rescue;   /* copy of a half-written frame's payload after its rail failed */
+  struct braid_chunk_fifo unacked; /* with acks: chunks on this stream, in frame order */
+  uint64_t frames_started, frames_acked, ignore_until;
+  uint8_t ack_stage[BRAID_FRAME_HDR_BYTES];
+  size_t ack_got;
+  /* receive side */
+  uint8_t stage[BRAID_STAGE_BYTES];
+  size_t stage_off, stage_len;
+  bool in_frame;
+  bool frame_discard;      /* a duplicate or late frame: read and dropped */
+  struct braid_frame frame;
+  char *frame_dest;
+  size_t frame_left;
+  struct braid_rxmsg *frame_msg;
+  uint64_t stall_since_ns; /* when bytes in flight stopped moving, 0 when moving */
+  bool eof;                /* the peer closed this stream */
+  uint64_t frames_recvd, frames_ack_sent;
+  uint64_t held_sent; /* rx: the held_below this stream's last acknowledgement carried */
+  struct braid_ack_out ack_out; /* rx: an acknowledgement the socket took only part of */
+  /* ofi transport (ofi_link.c): the stream's endpoint; the socket only carries the endpoint
+   * names at set-up and shows, by closing, that the peer is gone */
+  struct braid_ofi_ep *ofi;
+  bool ofi_linked;                   /* the peer's endpoint address is known */
+  uint8_t ofi_name[2 + 256];         /* the peer's address as it arrives: length(2), bytes */
+  size_t ofi_name_got;
+  uint64_t ofi_tag;                  /* payload tag: frames sent (tx) or headers taken (rx) */
+  /* rx: frames whose headers were taken, oldest first, each with its payload receive posted
+   * (several at once, so the provider never holds a payload that has nowhere to go); over ofi_rxm
+   * followed by ofi_rx_pre receives posted ahead for the next frames (rx.c) */
+  struct braid_ofi_rx ofi_rx[BRAID_OFI_RX_DEPTH];
+  int ofi_rx_head, ofi_rx_count;
+  int ofi_rx_pre; /* receives posted ahead, after the taken ones: tags ofi_tag, ofi_tag + 1, ... */
+  uint64_t ofi_check_ns;             /* when the socket was last checked for the peer closing */
+  uint64_t poke_ns;                  /* tx: when the set-up socket's last poke went (0: never) */
+  uint64_t ack_ns;                   /* tx: when an acknowledgement last covered new frames */
+};
+
+struct braid_sched;
+struct braid_rail_stats;
+struct braid_vc;
+struct braid_vc_mem;
+#define BRAID_VLINK_MSG_MAX 512
+
+struct braid_comm {
+  uint8_t kind;
+  int dev;
+  ncclResult_t err; /* sticky: once set, every call on the comm fails with it */
+  char peer[64];    /* peer address for logs */
+  int nrails;   /* rails in use; stream s runs on rail s % nrails */
+  int nprimary; /* rails of the device itself; the rest are borrowed backups */
+  int nstreams;
+  bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
+  bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_link.c) */
+  bool verbs;   /* the data goes over one striped verbs connection (verbs_link.c) */
+  struct braid_vc *vc;
+  uint8_t vaddr[BRAID_VLINK_MSG_MAX]; /* the peer's queue-pair addresses as they arrive */
+  size_t vaddr_got;
+  bool vlinked;                       /* connected to them */
+  uint64_t vcheck_ns;
+  pthread_mutex_t ofi_lock; /* streams' endpoint pointers: closing vs deregMr's forget */
+  struct braid_stream *streams;
+  struct braid_req *reqs;
+  int nreqs;
+  int *free_reqs, nfree;
+  uint64_t timeout_ns;
+  /* send side */
+  uint64_t next_seq;
+  uint64_t peer_held_below; /* with acks: the receiver holds every message below this (ACK offset) */
+  struct braid_req **pending; /* sends not yet fully queued, FIFO ring */
+  int pend_head, pend_count;
+  size_t chunk;
+  size_t pending_bytes;               /* with acks: not yet on a rail (incl. requeue) */
+  struct braid_chunk_fifo requeue;    /* with acks: chunks of failed rails, to re-send */
+  struct braid_chunk *chunk_free;     /* recycled chunk records */
+  struct braid_sched *sched;          /* with acks */
+  bool equal;                         /* BRAID_STRIPING=equal */
+  bool metrics;                       /* BRAID_METRICS_FILE set when the connection was made */
+  uint32_t suspect;                   /* rails stalled, failed once their TCP path shows dead */
+  unsigned rr;
+  struct braid_rail_stats *stats[16]; /* per rail, NULL when not reported */
+  uint64_t next_tick_ns;
+  uint64_t start_ns;                  /* sender: when the scheduler started (event log times) */
+  /* receive side */
+  uint64_t next_match;           /* lowest sequence not yet matched or buffered */
+  uint64_t held_below;           /* every byte of every message below this is held */
+  struct braid_rxmsg *msgs;      /* BRAID_MSG_WINDOW entries, by seq */
+  struct braid_req *posted[BRAID_RECV_REQS]; /* receives with unmatched slots, posting order */
+  int nposted;
+  size_t unexpected_bytes, unexpected_max;
+  int nunexpected; /* buffered messages not yet matched to a receive */
+  char *sink;      /* scratch for discarded payload */
+  uint64_t last_ack_ns;      /* receiver: when acknowledgements last went out */
+  uint64_t last_ack_read_ns; /* sender: when acknowledgements were last read */
+  /* rejoin (rejoin.c): both ends know the connection id and secret; the receiver keeps its
+   * listening sockets, the sender where each rail goes */
+  uint64_t conn_id;
+  uint8_t secret[BRAID_SECRET_BYTES];
+  int auth_mode; /* BRAID_AUTH_* agreed at set-up: rejoins prove themselves the same way */
+  int nlisten;
+  int listen_fd[17];
+  struct {
+    int fd;
+    uint8_t chal[BRAID_CHALLENGE_BYTES], hello[BRAID_HELLO_BYTES];
+    size_t got;
+    uint64_t deadline_ns;
+  } join[8];
+  int njoin;
+  uint64_t next_join_ns;
+  struct sockaddr_storage rail_addr[16];
+  const struct braid_iface *rail_ifc[16];
+  /* diagnosis (diag.c) */
+  unsigned diag_generation;
+  uint64_t test_calls;
+};
+
+/* Allocation and teardown shared by setup and data path. */
+struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstreams);
+/* After the streams' fds, rails and names are set: sockets tuned, data path state built. */
+ncclResult_t braid_comm_ready(struct braid_comm *c);
+void braid_comm_free(struct braid_comm *c);
+/* Marks the comm failed (first cause wins) and logs one WARN naming the peer. */
+ncclResult_t braid_comm_fail(struct braid_comm *c, ncclResult_t err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+uint64_t braid_now_ns(void);
+
+/* Request pool (xfer.c). */
+struct braid_req *braid_req_alloc(struct braid_comm *c, enum braid_req_kind kind);
+void braid_req_release(struct braid_req *r);
+
+/* Send side (tx.c) and receive side (rx.c). */
+ncclResult_t braid_tx_progress(struct braid_comm *c);
+void braid_tx_free(struct braid_comm *c);
+ncclResult_t braid_rx_progress(struct braid_comm *c, bool read);
+ncclResult_t braid_rx_post(struct braid_comm *c, struct braid_req *r);
+ncclResult_t braid_rx_init(struct braid_comm *c);
+void braid_rx_free(struct braid_comm *c);
+ncclResult_t braid_tx_init(struct braid_comm *c);
+ncclResult_t braid_tx_send(struct braid_comm *c, struct braid_req *r);
+
+/* ofi transport (ofi_link.c).  Opens every stream's endpoint and sends its address on the
+ * stream's socket (at set-up). */
+ncclResult_t braid_ofi_link_start(struct braid_comm *c);
+/* 1 when s can carry data (the peer's address arrived); 0 not yet; -1 when the stream broke
+ * (the peer closed its socket, or no address in BRAID_TIMEOUT_MS): why says how. */
+int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
+                         size_t whylen);
+/* Memory being released: the comm's endpoints drop their registrations of it. */
+void braid_ofi_link_forget(struct braid_comm *c, const void *addr, size_t len);
+/* Closes s's endpoint (the fence: nothing it posted lands after this) and shuts its socket
+ * down, so the peer sees the stream gone too. */
+void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s);
+
+/* verbs transport (verbs_link.c).  Maps the rails to RDMA ports, opens the connection and sends
+ * its addresses on stream 0 (at set-up). */
+ncclResult_t braid_verbs_link_start(struct braid_comm *c);
+/* 1 when the connection can carry data (connected to the peer's addresses); 0 not yet; -1 when
+ * it cannot (the peer closed stream 0, or no addresses in BRAID_TIMEOUT_MS): why says how. */
+int braid_verbs_link_ready(struct braid_comm *c, char *why, size_t whylen);
+
+/* Data path entry points (xfer.c).  vmem: the buffers' verbs registrations (NULL unless the comm
+ * is verbs). */
+ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag,
+                              struct braid_vc_mem *vmem, void **request);
+/* hint: NCCL's optional-completion hint came with the receive (see xfer.c for where it is
+ * taken). */
+ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,
+                              const int *tags, struct braid_vc_mem *vmem, bool hint, void **request);
+ncclResult_t braid_xfer_test(void *request, int *done, int *sizes);
+
+#endif

@@ -1,0 +1,235 @@
+#include "comm/rejoin.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm/hs.h"
+#include "log.h"
+#include "stripe/sched.h"
+#include "transport/socket/sock.h"
+
+#define JOIN_BACKOFF_MIN_NS 100000000ull   /* first retry after 100 ms ... */
+#define JOIN_BACKOFF_MAX_NS 2000000000ull  /* ... doubling up to 2 s */
+#define JOIN_ACCEPT_EVERY_NS 50000000ull
+#define JOIN_HELLO_WAIT_NS 5000000000ull
+#define JOIN_CONNECT_WAIT_NS 1000000000ull
+
+enum { J_IDLE, J_CONNECTING, J_CHAL, J_HELLO, J_REPLY };
+
+/* ---------- sender ---------- */
+
+static void join_end_attempt(struct braid_stream *s) {
+  if (s->join_fd >= 0) close(s->join_fd);
+  s->join_fd = -1;
+  s->join_state = J_IDLE;
+  free(s->join_hs);
+  s->join_hs = NULL;
+}
+
+static void join_retry_later(struct braid_stream *s, uint64_t now) {
+  join_end_attempt(s);
+  s->join_backoff_ns = s->join_backoff_ns ? 2 * s->join_backoff_ns : JOIN_BACKOFF_MIN_NS;
+  if (s->join_backoff_ns > JOIN_BACKOFF_MAX_NS) s->join_backoff_ns = JOIN_BACKOFF_MAX_NS;
+  s->join_at_ns = now + s->join_backoff_ns;
+}
+
+/* The receiver confirmed: the new socket replaces the broken one; both ends count frames from
+ * zero again. */
+static void join_revive(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
+  if (s->fd >= 0) close(s->fd);
+  s->fd = s->join_fd;
+  s->join_fd = -1;
+  join_end_attempt(s);
+  s->join_backoff_ns = 0;
+  braid_sock_tune(s->fd);
+  braid_sock_short_queue(s->fd);
+  s->tx_count = 0, s->tx_done = 0;
+  free(s->rescue);
+  s->rescue = NULL;
+  s->frames_started = s->frames_acked = s->ignore_until = 0;
+  s->ack_got = 0;
+  s->dead = false;
+  BRAID_WARN("send stream %d (rail %d, %s) to %s reconnected", (int)(s - c->streams), s->rail,
+             s->rail_name, c->peer);
+  bool rail_up = true;
+  for (int i = s->rail; i < c->nstreams; i += c->nrails) rail_up &= !c->streams[i].dead;
+  if (rail_up) braid_sched_restored(c->sched, s->rail, now);
+}
+
+/* The rejoin hello: the connection's own shape (per_rail streams on each of its nrails rails, the
+ * last a borrowed backup when nprimary < nrails), proven like the set-up's. */
+static int join_hello(struct braid_comm *c, struct braid_stream *s) {
+  struct braid_hello h = {.conn_id = c->conn_id, .stream = (uint16_t)(s - c->streams),
+                          .per_rail = (uint16_t)(c->nstreams / c->nrails),
+                          .nrails = (uint16_t)c->nrails,
+                          .nbackup = (uint16_t)(c->nrails - c->nprimary),
+                          .flags = BRAID_HELLO_REJOIN};
+  char why[128];
+  int caps = c->auth_mode == BRAID_AUTH_MAC ? BRAID_CAPS_MAC : 0; /* as far as this connection goes */
+  if (braid_hs_hello(c->secret, c->auth_mode, caps, s->join_hs->chal, &h,
+                     s->join_hs->hello, why, sizeof why) != 0) {
+    BRAID_INFO(NCCL_NET, "rejoin of stream %d to %s: %s", h.stream, c->peer, why);
+    return -1;
+  }
+  s->join_hs->auth = c->auth_mode;
+  return 0;
+}
+
+static void join_step(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
+  if (s->join_state == J_IDLE) {
+    if (now < s->join_at_ns) return;
+    s->join_hs = calloc(1, sizeof *s->join_hs);
+    s->join_fd = s->join_hs ? braid_sock_open(c->rail_ifc[s->rail]) : -1;
+    const struct sockaddr_storage *to = &c->rail_addr[s->rail];
+    socklen_t len = to->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    if (s->join_fd < 0 ||
+        (connect(s->join_fd, (const struct sockaddr *)to, len) != 0 && errno != EINPROGRESS))
+      return join_retry_later(s, now);
+    s->join_state = J_CONNECTING;
+    s->join_at_ns = now; /* from now: when this attempt started */
+  }
+  if (s->join_state == J_CONNECTING) {
+    int rc = braid_sock_connected(s->join_fd);
+    if (rc < 0) return join_retry_later(s, now);
+    if (rc == 0) {
+      /* A SYN into a cut or black-holed rail: try afresh rather than wait out the kernel's
+       * exponential SYN retries. */
+      if (now - s->join_at_ns > JOIN_CONNECT_WAIT_NS) join_retry_later(s, now);
+      return;
+    }
+    s->join_state = J_CHAL;
+  }
+  struct braid_hs_conn *hs = s->join_hs;
+  int rc = 1;
+  if (s->join_state == J_CHAL) {
+    rc = braid_hs_recv(s->join_fd, hs->chal, sizeof hs->chal, &hs->chal_got);
+    if (rc == 1 && join_hello(c, s) != 0) rc = -1;
+    if (rc == 1) s->join_state = J_HELLO;
+  }
+  if (s->join_state == J_HELLO) {
+    rc = braid_hs_send(s->join_fd, hs->hello, sizeof hs->hello, &hs->hello_sent);
+    if (rc == 1) s->join_state = J_REPLY;
+  }
+  if (s->join_state == J_REPLY) {
+    rc = braid_hs_recv(s->join_fd, hs->reply, sizeof hs->reply, &hs->reply_got);
+    char why[256];
+    if (rc == 1 && braid_hs_reply_check(c->secret, hs, NULL, 0, why, sizeof why) != 0) {
+      BRAID_WARN_ONCE("rejoin of send stream %d to %s refused: %s", (int)(s - c->streams), c->peer, why);
+      BRAID_INFO(NCCL_NET, "rejoin of send stream %d to %s refused: %s", (int)(s - c->streams), c->peer, why);
+      rc = -1;
+    }
+    if (rc == 1) return join_revive(c, s, now);
+  }
+  if (rc < 0 || now - s->join_at_ns > JOIN_HELLO_WAIT_NS) join_retry_later(s, now);
+}
+
+void braid_rejoin_connect(struct braid_comm *c, uint64_t now) {
+  for (int i = 0; i < c->nstreams; i++)
+    if (c->streams[i].dead && c->rail_ifc[c->streams[i].rail]) join_step(c, &c->streams[i], now);
+}
+
+/* ---------- receiver ---------- */
+
+static void join_drop(struct braid_comm *c, int i, const char *why) {
+  BRAID_WARN("dropped a connection to a receive connection from %s: %s", c->peer, why);
+  close(c->join[i].fd);
+  c->join[i] = c->join[--c->njoin];
+}
+
+static void join_replace(struct braid_comm *c, int i, const struct braid_hello *h) {
+  struct braid_stream *s = &c->streams[h->stream];
+  if (s->fd >= 0) close(s->fd);
+  s->fd = c->join[i].fd;
+  c->join[i] = c->join[--c->njoin];
+  braid_sock_tune(s->fd);
+  s->stage_off = s->stage_len = 0;
+  s->in_frame = s->frame_discard = false; /* a frame half read from the old socket is dropped */
+  s->frame_msg = NULL;
+  s->frames_recvd = s->frames_ack_sent = 0;
+  braid_ack_out_reset(&s->ack_out); /* the rest of an acknowledgement was for the old socket */
+  s->stall_since_ns = 0;
+  s->eof = s->dead = false;
+  BRAID_WARN("receive stream %d (rail %d, %s) from %s rejoined", (int)h->stream, s->rail,
+             s->rail_name, c->peer);
+}
+
+/* A rejoin hello proven (with this attempt's challenge: a recorded one fails), naming a stream of
+ * this connection in its shape: the sender is told, then the stream replaced. */
+static void join_check(struct braid_comm *c, int i, uint64_t now) {
+  int rc = braid_hs_recv(c->join[i].fd, c->join[i].hello, BRAID_HELLO_BYTES, &c->join[i].got);
+  if (rc < 0) return join_drop(c, i, "closed before completing its hello");
+  if (rc == 0) {
+    if (now > c->join[i].deadline_ns) join_drop(c, i, "sent no hello in time");
+    return;
+  }
+  struct braid_hello h = {0};
+  char why[256];
+  int status = braid_hs_hello_check(c->secret, 0, c->auth_mode, c->join[i].chal, c->join[i].hello,
+                                    &h, why, sizeof why);
+  int nbackup = c->nrails - c->nprimary;
+  if (status == BRAID_REPLY_OK &&
+      (h.conn_id != c->conn_id || !(h.flags & BRAID_HELLO_REJOIN) || h.stream >= c->nstreams ||
+       h.nrails != c->nrails || h.per_rail * h.nrails != c->nstreams || h.nbackup != nbackup)) {
+    snprintf(why, sizeof why, "not a stream of this connection (%s%s%s, %u per rail on %u rails "
+             "where this connection has %d on %d)", h.conn_id != c->conn_id ? "other connection " : "",
+             !(h.flags & BRAID_HELLO_REJOIN) ? "not a rejoin " : "",
+             h.stream >= c->nstreams ? "stream index out of range" : "", h.per_rail, h.nrails,
+             c->nstreams / c->nrails, c->nrails);
+    status = BRAID_REPLY_STREAM;
+  }
+  uint8_t reply[BRAID_REPLY_BYTES];
+  size_t len = braid_hs_reply(c->secret, status, c->join[i].chal, c->join[i].hello, NULL, 0, reply),
+         sent = 0;
+  if (braid_hs_send(c->join[i].fd, reply, len, &sent) != 1 && status == BRAID_REPLY_OK) {
+    snprintf(why, sizeof why, "could not send its reply");
+    status = BRAID_REPLY_STREAM;
+  }
+  if (status != BRAID_REPLY_OK) return join_drop(c, i, why);
+  join_replace(c, i, &h);
+}
+
+/* A new connection on a rejoin listener: challenged at once.  When every slot is taken the one
+ * closest to its deadline makes room, so connections that never say anything cannot keep a real
+ * rejoin out for longer than JOIN_HELLO_WAIT_NS. */
+static void join_new(struct braid_comm *c, int fd, uint64_t now) {
+  if (c->njoin == 8) {
+    int oldest = 0;
+    for (int i = 1; i < c->njoin; i++)
+      if (c->join[i].deadline_ns < c->join[oldest].deadline_ns) oldest = i;
+    join_drop(c, oldest, "too many rejoins without a hello");
+  }
+  int i = c->njoin++;
+  c->join[i].fd = fd;
+  c->join[i].got = 0;
+  c->join[i].deadline_ns = now + JOIN_HELLO_WAIT_NS;
+  size_t sent = 0;
+  if (braid_hs_challenge(c->join[i].chal) != 0)
+    join_drop(c, i, "no randomness for its challenge");
+  else if (braid_hs_send(fd, c->join[i].chal, sizeof c->join[i].chal, &sent) != 1)
+    join_drop(c, i, "could not send the challenge");
+}
+
+void braid_rejoin_accept(struct braid_comm *c, uint64_t now) {
+  if (!c->nlisten || now < c->next_join_ns) return;
+  c->next_join_ns = now + JOIN_ACCEPT_EVERY_NS;
+  for (int r = 0; r < c->nlisten; r++) {
+    int fd;
+    while ((fd = accept4(c->listen_fd[r], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
+      join_new(c, fd, now);
+  }
+  for (int i = c->njoin - 1; i >= 0; i--) join_check(c, i, now);
+}
+
+void braid_rejoin_free(struct braid_comm *c) {
+  for (int r = 0; r < c->nlisten; r++) close(c->listen_fd[r]);
+  for (int i = 0; i < c->njoin; i++) close(c->join[i].fd);
+  for (int i = 0; c->streams && i < c->nstreams; i++) join_end_attempt(&c->streams[i]);
+  c->nlisten = c->njoin = 0;
+}

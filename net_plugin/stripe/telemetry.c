@@ -1,0 +1,138 @@
+#include "stripe/telemetry.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "braid/snapshot.h"
+#include "log.h"
+#include "param.h"
+#include "tmpfile.h"
+
+#define TELEMETRY_SLOTS 4096
+
+static struct braid_rail_stats telemetry_slots[TELEMETRY_SLOTS];
+/* Guards slot labels between add/remove and readers (rare); counters are atomics. */
+static pthread_mutex_t telemetry_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint_fast64_t telemetry_next_ns;
+
+struct braid_rail_stats *braid_telemetry_add(int dev, int rail, const char *peer, const char *nic) {
+  pthread_mutex_lock(&telemetry_lock);
+  for (int i = 0; i < TELEMETRY_SLOTS; i++) {
+    int free_slot = 0;
+    if (!atomic_compare_exchange_strong(&telemetry_slots[i].in_use, &free_slot, 2)) continue;
+    struct braid_rail_stats *s = &telemetry_slots[i];
+    s->dev = dev, s->rail = rail;
+    snprintf(s->peer, sizeof s->peer, "%s", peer);
+    snprintf(s->nic, sizeof s->nic, "%s", nic);
+    atomic_store(&s->bytes, 0), atomic_store(&s->chunks, 0), atomic_store(&s->resent, 0);
+    atomic_store(&s->failovers, 0), atomic_store(&s->demotions, 0);
+    atomic_store(&s->state, 0), atomic_store(&s->est_bps, 0);
+    atomic_store(&s->in_use, 1); /* published: readers see the labels complete */
+    pthread_mutex_unlock(&telemetry_lock);
+    return s;
+  }
+  pthread_mutex_unlock(&telemetry_lock);
+  BRAID_WARN_ONCE("telemetry registry full (%d rails): further rails are not reported",
+                  TELEMETRY_SLOTS);
+  return NULL;
+}
+
+void braid_telemetry_remove(struct braid_rail_stats *s) {
+  if (!s) return;
+  pthread_mutex_lock(&telemetry_lock);
+  atomic_store(&s->in_use, 0);
+  pthread_mutex_unlock(&telemetry_lock);
+}
+
+static const char *const telemetry_metrics[][3] = {
+    {"braid_rail_bytes_total", "counter", "Bytes delivered on a rail (acknowledged by the peer)"},
+    {"braid_rail_chunks_total", "counter", "Chunks delivered on a rail"},
+    {"braid_rail_resent_chunks_total", "counter", "Chunks re-sent elsewhere after the rail failed"},
+    {"braid_rail_failovers_total", "counter", "Times the rail went down"},
+    {"braid_rail_demotions_total", "counter", "Times the rail was demoted as far slower than its peers"},
+    {"braid_rail_state", "gauge", "0 active, 1 degraded (probed), 2 probing, 3 down"},
+    {"braid_rail_estimate_bits_per_second", "gauge", "Delivered throughput the scheduler measures"},
+};
+
+static uint64_t telemetry_value(struct braid_rail_stats *s, int metric) {
+  switch (metric) {
+    case 0: return atomic_load(&s->bytes);
+    case 1: return atomic_load(&s->chunks);
+    case 2: return atomic_load(&s->resent);
+    case 3: return atomic_load(&s->failovers);
+    case 4: return atomic_load(&s->demotions);
+    case 5: return (uint64_t)atomic_load(&s->state);
+    default: return atomic_load(&s->est_bps);
+  }
+}
+
+int braid_telemetry_write(const char *path) {
+  char tmp[4096];
+  FILE *f = braid_tmpfile_open(path, tmp, sizeof tmp);
+  if (!f) return -1;
+  pthread_mutex_lock(&telemetry_lock);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  fprintf(f, "# HELP braid_metrics_time_seconds When this file was written\n"
+             "# TYPE braid_metrics_time_seconds gauge\nbraid_metrics_time_seconds{pid=\"%d\"} %lld.%03ld\n",
+          (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+  for (int m = 0; m < 7; m++) {
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", telemetry_metrics[m][0], telemetry_metrics[m][2],
+            telemetry_metrics[m][0], telemetry_metrics[m][1]);
+    for (int i = 0; i < TELEMETRY_SLOTS; i++) {
+      struct braid_rail_stats *s = &telemetry_slots[i];
+      if (atomic_load(&s->in_use) != 1) continue;
+      fprintf(f, "%s{pid=\"%d\",dev=\"%d\",peer=\"%s\",rail=\"%d\",nic=\"%s\"} %llu\n",
+              telemetry_metrics[m][0], (int)getpid(), s->dev, s->peer, s->rail, s->nic,
+              (unsigned long long)telemetry_value(s, m));
+    }
+  }
+  pthread_mutex_unlock(&telemetry_lock);
+  return braid_tmpfile_commit(f, tmp, path, ferror(f));
+}
+
+bool braid_telemetry_on(void) { return *braid_param_str(BRAID_P_METRICS_FILE) != 0; }
+
+void braid_telemetry_tick(uint64_t now_ns) {
+  const char *path = braid_param_str(BRAID_P_METRICS_FILE);
+  if (!*path) return;
+  uint64_t next = atomic_load(&telemetry_next_ns);
+  if (now_ns < next) return;
+  uint64_t interval = (uint64_t)braid_param_int(BRAID_P_METRICS_INTERVAL_MS) * 1000000ull;
+  if (!atomic_compare_exchange_strong(&telemetry_next_ns, &next, now_ns + interval)) return;
+  char file[4096];
+  const char *pp = strstr(path, "%p");
+  if (pp) snprintf(file, sizeof file, "%.*s%d%s", (int)(pp - path), path, (int)getpid(), pp + 2);
+  else snprintf(file, sizeof file, "%s", path);
+  if (braid_telemetry_write(file) != 0)
+    BRAID_WARN_ONCE("cannot write BRAID_METRICS_FILE %s: %m", file);
+}
+
+/* The tuner's read-only view (include/braid/snapshot.h). */
+__attribute__((visibility("default"))) int braid_snapshot_v1(struct braid_snapshot_v1 *out,
+                                                             uint32_t max_rails) {
+  if (!out) return -1;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  out->version = BRAID_SNAPSHOT_VERSION_1;
+  out->nrails = out->total = out->reserved = 0;
+  out->taken_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  pthread_mutex_lock(&telemetry_lock);
+  for (int i = 0; i < TELEMETRY_SLOTS; i++) {
+    struct braid_rail_stats *s = &telemetry_slots[i];
+    if (atomic_load(&s->in_use) != 1) continue;
+    if (out->total++ >= max_rails) continue;
+    struct braid_snapshot_rail_v1 *r = &out->rail[out->nrails++];
+    memset(r, 0, sizeof *r);
+    r->dev = s->dev, r->rail = s->rail, r->state = atomic_load(&s->state);
+    r->bytes = atomic_load(&s->bytes), r->failovers = atomic_load(&s->failovers);
+    r->demotions = atomic_load(&s->demotions), r->est_bps = atomic_load(&s->est_bps);
+    memcpy(r->peer, s->peer, sizeof r->peer);
+    memcpy(r->nic, s->nic, sizeof r->nic);
+  }
+  pthread_mutex_unlock(&telemetry_lock);
+  return 0;
+}

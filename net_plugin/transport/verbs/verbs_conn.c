@@ -1,0 +1,787 @@
+/* A verbs connection striped over rails (see verbs_conn.h). */
+#include "transport/verbs/verbs_conn.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "stripe/sched.h"
+
+enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN, CTL_AREA, CTL_MISMATCH };
+enum { CH_UNSENT, CH_INFLIGHT, CH_ACKED };
+
+#define CTLQ 64                 /* control messages queued or in flight */
+#define COOKIE_CTL (1ull << 63)   /* else a write: seq << 20 | chunk */
+#define COOKIE_PROBE (1ull << 62) /* a probe write into the scratch area */
+#define PROBE_SLOT 15             /* the immediate's slot of a probe */
+#define TICK_NS 1000000ull
+#define EVENT_CHECK_NS 10000000ull /* device events read every 10 ms */
+#define DRAIN_WAIT_NS 1000000000ull
+
+struct ctl_cts {
+  uint8_t type, slot, nrails, pad;
+  uint32_t seq;
+  uint64_t addr, cap;
+  uint32_t rkey[BRAID_VC_MAX_RAILS];
+};
+struct ctl_fence {
+  uint8_t type, rail;
+};
+struct ctl_fenced {
+  uint8_t type, rail;
+  uint16_t open, fin, posted; /* bit per slot: still open; completes on FIN only; ever posted */
+  uint32_t seq[BRAID_VC_SLOTS];
+};
+struct ctl_fin {
+  uint8_t type, pad[3];
+  uint32_t seq;
+};
+struct ctl_mismatch { /* sender -> receiver: the send does not fit; both sides fail */
+  uint8_t type, pad[3];
+  uint32_t seq;
+  uint64_t size, cap;
+};
+struct ctl_area { /* the receiver's scratch area for probes */
+  uint8_t type, nrails, pad[6];
+  uint64_t addr, len;
+  uint32_t rkey[BRAID_VC_MAX_RAILS];
+};
+
+_Static_assert(sizeof(struct ctl_cts) <= 64 && sizeof(struct ctl_fenced) <= 64 && sizeof(struct ctl_mismatch) <= 64 &&
+               sizeof(struct ctl_area) <= 64 && 64 <= BRAID_VERBS_CTRL_MAX, "control message sizes");
+
+struct chunk {
+  uint8_t state;
+  int8_t rail;
+  uint64_t sent_ns;
+};
+
+struct sreq {
+  bool used, have_cts, needs_fin, fin_queued, fin_done;
+  uint32_t seq, nch, acked;
+  const char *buf;
+  size_t size, base; /* base: buf's offset in its registration */
+  struct braid_vc_mem *mem;
+  uint64_t raddr;
+  uint32_t rkey[BRAID_VC_MAX_RAILS];
+  struct chunk *ch;
+};
+
+struct rreq {
+  bool used, needs_fin, fin;
+  bool detached; /* handed over (braid_vc_detach): retired by progress, never tested */
+  uint32_t seq, nch, got;
+  size_t cap, size;
+  uint8_t *seen; /* bit per chunk */
+};
+
+struct ctlmsg {
+  bool used, posted;
+  int rail; /* where it was posted */
+  uint32_t len;
+  uint8_t data[64]; /* the largest control message (static_assert below) */
+};
+
+struct cts_entry {
+  bool valid; /* not yet bound to a send */
+  bool seen;  /* m is the newest CTS for the slot */
+  struct ctl_cts m;
+};
+
+struct braid_vc {
+  bool sender, failed;
+  bool usage; /* failed through the application's misuse (a size mismatch): ncclInvalidUsage */
+  char err[256];
+  int nrails;
+  size_t chunk;
+  bool equal;
+  unsigned rr_ctl, rr_equal;
+  struct braid_verbs_ep *ep[BRAID_VC_MAX_RAILS];
+  bool down[BRAID_VC_MAX_RAILS];
+  bool fence_wait[BRAID_VC_MAX_RAILS]; /* sender: FENCED came, applied once the rail drains;
+                                          receiver: FENCED to send once the rail drains */
+  struct ctl_fenced fenced[BRAID_VC_MAX_RAILS];
+  uint64_t fence_since[BRAID_VC_MAX_RAILS];
+  uint64_t rail_bytes[BRAID_VC_MAX_RAILS];
+  struct braid_sched sched;
+  uint64_t next_tick, next_event_check;
+  struct ctlmsg ctl[CTLQ];
+  /* probes: the receiver's scratch area (receiver: its own, registered) */
+  bool area_valid;
+  struct ctl_area area;
+  void *scratch;
+  struct braid_vc_mem *scratch_mem;
+  size_t probe_len[BRAID_VC_MAX_RAILS];
+  uint64_t probe_sent[BRAID_VC_MAX_RAILS];
+  bool probe_out[BRAID_VC_MAX_RAILS];
+  /* sender */
+  uint32_t s_seq; /* next isend */
+  struct sreq s[BRAID_VC_SLOTS];
+  struct cts_entry cts[BRAID_VC_SLOTS];
+  /* receiver */
+  uint32_t r_seq; /* next irecv */
+  uint16_t r_posted;
+  struct rreq r[BRAID_VC_SLOTS];
+};
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+__attribute__((format(printf, 2, 3))) static int vc_fail(struct braid_vc *vc, const char *fmt, ...) {
+  if (!vc->failed) {
+    vc->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(vc->err, sizeof vc->err, fmt, ap);
+    va_end(ap);
+    BRAID_WARN("verbs connection: %s", vc->err);
+  }
+  return -1;
+}
+
+/* ---------- control messages: queued, posted on a live rail, re-posted if that rail fails ---------- */
+
+static int ctl_queue(struct braid_vc *vc, const void *msg, size_t len) {
+  for (int i = 0; i < CTLQ; i++) {
+    if (vc->ctl[i].used) continue;
+    vc->ctl[i] = (struct ctlmsg){.used = true, .rail = -1, .len = (uint32_t)len};
+    memcpy(vc->ctl[i].data, msg, len);
+    return 0;
+  }
+  return vc_fail(vc, "more than %d control messages waiting for a live rail", CTLQ);
+}
+
+static void ctl_post(struct braid_vc *vc) {
+  for (int i = 0; i < CTLQ; i++) {
+    struct ctlmsg *c = &vc->ctl[i];
+    if (!c->used || c->posted) continue;
+    for (int k = 0; k < vc->nrails; k++) {
+      int r = (int)((vc->rr_ctl + (unsigned)k) % (unsigned)vc->nrails);
+      if (vc->down[r]) continue;
+      if (braid_verbs_ep_send(vc->ep[r], c->data, c->len, COOKIE_CTL | (uint64_t)i) == 0) {
+        c->posted = true, c->rail = r;
+        vc->rr_ctl = (unsigned)r + 1;
+        break;
+      }
+    }
+  }
+}
+
+/* ---------- rails ---------- */
+
+static void fail_rail(struct braid_vc *vc, int r, const char *why) {
+  if (vc->down[r]) return;
+  vc->down[r] = true;
+  BRAID_WARN("verbs rail %d (%s): %s; fenced, its data goes on the other rails", r,
+             braid_verbs_ep_name(vc->ep[r]), why);
+  braid_verbs_ep_fence(vc->ep[r]);
+  braid_sched_failed(&vc->sched, r, now_ns());
+  if (vc->sender) {
+    struct ctl_fence f = {.type = CTL_FENCE, .rail = (uint8_t)r};
+    ctl_queue(vc, &f, sizeof f);
+  } else {
+    vc->fence_wait[r] = true; /* FENCED, unasked, once drained */
+    vc->fence_since[r] = now_ns();
+  }
+  int live = 0;
+  for (int i = 0; i < vc->nrails; i++) live += !vc->down[i];
+  if (!live) vc_fail(vc, "every rail failed (the last: %s)", why);
+}
+
+/* ---------- receiver ---------- */
+
+static bool r_open(const struct rreq *q) {
+  return q->used && !(q->nch && q->got == q->nch && !q->needs_fin);
+}
+
+/* Rail r is fenced and drained: receives open now need the sender's FIN; tell the sender. */
+static void r_send_fenced(struct braid_vc *vc, int r) {
+  struct ctl_fenced f = {.type = CTL_FENCED, .rail = (uint8_t)r, .posted = vc->r_posted};
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    struct rreq *q = &vc->r[k];
+    /* Only a receive rail r may have written into: one with no chunk yet never saw it (every
+     * write r carried has been counted, the rest are gone). */
+    if (!r_open(q)) continue;
+    f.open |= (uint16_t)(1u << k);
+    if (q->got > 0) q->needs_fin = true;
+    if (q->needs_fin) f.fin |= (uint16_t)(1u << k);
+  }
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) f.seq[k] = vc->r[k].seq;
+  ctl_queue(vc, &f, sizeof f);
+}
+
+static void r_imm(struct braid_vc *vc, uint32_t imm, uint32_t len) {
+  int k = (int)(imm >> 28);
+  if (k == PROBE_SLOT) return; /* a probe, in the scratch area */
+  uint32_t nch = ((imm >> 14) & 0x3fff) + 1, idx = imm & 0x3fff;
+  struct rreq *q = &vc->r[k % BRAID_VC_SLOTS];
+  if (k >= BRAID_VC_SLOTS || !q->used || idx >= nch || (q->nch && q->nch != nch)) {
+    vc_fail(vc, "garbled write from the peer (slot %d, chunk %u of %u, %u bytes)", k, idx, nch, len);
+    return;
+  }
+  size_t off = (size_t)idx * vc->chunk;
+  if ((idx + 1 < nch && len != vc->chunk) || off + len > q->cap) {
+    vc_fail(vc, "a write that does not fit its receive (slot %d, chunk %u of %u, %u bytes)", k, idx,
+            nch, len);
+    return;
+  }
+  if (!q->nch) {
+    q->nch = nch;
+    if (!(q->seen = calloc((nch + 7) / 8, 1))) {
+      vc_fail(vc, "out of memory");
+      return;
+    }
+  }
+  if (q->seen[idx / 8] & (1u << (idx % 8))) return; /* a chunk re-sent after a fence */
+  q->seen[idx / 8] |= (uint8_t)(1u << (idx % 8));
+  q->got++;
+  if (idx == nch - 1) q->size = off + len;
+}
+
+/* Detached receives whose writes have all landed (and whose FIN came, where one is owed). */
+static void r_retire(struct braid_vc *vc) {
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    struct rreq *q = &vc->r[k];
+    if (!q->used || !q->detached || !q->nch || q->got < q->nch || (q->needs_fin && !q->fin)) continue;
+    free(q->seen);
+    q->seen = NULL;
+    q->used = q->detached = false;
+  }
+}
+
+/* Receives the peer may still deliver before this side polls again: every chunk open receives
+ * can still get (all of a receive's capacity while its count is unknown) and every FIN owed. */
+static uint32_t r_due(const struct braid_vc *vc) {
+  uint32_t due = 0;
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    const struct rreq *q = &vc->r[k];
+    if (!q->used) continue;
+    uint32_t nch = q->nch ? q->nch : q->cap ? (uint32_t)((q->cap + vc->chunk - 1) / vc->chunk) : 1;
+    due += nch - q->got + (q->needs_fin && !q->fin);
+  }
+  return due;
+}
+
+/* ---------- sender ---------- */
+
+static struct sreq *s_find(struct braid_vc *vc, uint32_t seq) {
+  struct sreq *q = &vc->s[seq % BRAID_VC_SLOTS];
+  return q->used && q->seq == seq ? q : NULL;
+}
+
+static void s_bind(struct braid_vc *vc, struct sreq *q) {
+  struct cts_entry *c = &vc->cts[q->seq % BRAID_VC_SLOTS];
+  if (q->have_cts || !c->valid || c->m.seq != q->seq) return;
+  c->valid = false;
+  if (q->size > c->m.cap) {
+    vc_fail(vc, "a send of %zu bytes to a receive of %llu bytes: send/receive size mismatch", q->size,
+            (unsigned long long)c->m.cap);
+    vc->usage = true;
+    /* The receiver learns it too: its receive fails with the same words, not a silent wait. */
+    struct ctl_mismatch m = {.type = CTL_MISMATCH, .seq = q->seq, .size = q->size, .cap = c->m.cap};
+    if (ctl_queue(vc, &m, sizeof m) == 0) ctl_post(vc);
+    return;
+  }
+  q->have_cts = true;
+  q->raddr = c->m.addr;
+  memcpy(q->rkey, c->m.rkey, sizeof q->rkey);
+}
+
+static bool s_finished(const struct sreq *q) {
+  return q->have_cts && q->acked == q->nch && (!q->needs_fin || q->fin_done);
+}
+
+/* The receiver's view after rail r was fenced (f), applied once r has drained here. */
+static void s_apply_fenced(struct braid_vc *vc, int r, const struct ctl_fenced *f) {
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    if (!(f->posted & (1u << k))) continue;
+    uint32_t seq = f->seq[k];
+    bool open = f->open & (1u << k), fin = f->fin & (1u << k);
+    struct sreq *q = &vc->s[k];
+    if (q->used && q->seq == seq && fin) q->needs_fin = true;
+    if (q->used && q->have_cts && (int32_t)(seq - q->seq) >= 0) {
+      bool finished_there = seq != q->seq || !open;
+      for (uint32_t i = 0; i < q->nch; i++) {
+        struct chunk *c = &q->ch[i];
+        if (c->state != CH_INFLIGHT || c->rail != r) continue;
+        if (finished_there) c->state = CH_ACKED, q->acked++;
+        else c->state = CH_UNSENT; /* written again on a live rail */
+      }
+    } else if (fin && (int32_t)(seq - vc->s_seq) < 0 && !(q->used && q->seq == seq)) {
+      struct ctl_fin m = {.type = CTL_FIN, .seq = seq}; /* done and gone here: FIN at once */
+      ctl_queue(vc, &m, sizeof m);
+    }
+  }
+}
+
+static void s_write_done(struct braid_vc *vc, int r, uint64_t cookie, uint64_t now) {
+  struct sreq *q = s_find(vc, (uint32_t)(cookie >> 20));
+  uint32_t idx = (uint32_t)(cookie & 0xfffff);
+  if (!q || idx >= q->nch) return;
+  struct chunk *c = &q->ch[idx];
+  if (c->state != CH_INFLIGHT || c->rail != r) return; /* a stale completion */
+  size_t len = idx + 1 < q->nch ? vc->chunk : q->size - (size_t)idx * vc->chunk;
+  c->state = CH_ACKED;
+  q->acked++;
+  vc->rail_bytes[r] += len;
+  if (!vc->down[r]) braid_sched_acked(&vc->sched, r, len, c->sent_ns, now);
+}
+
+static int pick_equal(struct braid_vc *vc, size_t len) {
+  for (int k = 0; k < vc->nrails; k++) {
+    int r = (int)((vc->rr_equal + (unsigned)k) % (unsigned)vc->nrails);
+    if (vc->down[r]) continue;
+    if (vc->sched.rail[r].inflight + len > braid_sched_cap(&vc->sched, r) && vc->sched.rail[r].inflight) return -1;
+    vc->rr_equal = (unsigned)r + 1;
+    return r;
+  }
+  return -1;
+}
+
+/* Rails up but not ACTIVE (demoted or on probation), and rails up, as bit masks. */
+static uint32_t s_demoted(const struct braid_vc *vc) {
+  uint32_t m = 0;
+  for (int r = 0; r < vc->nrails; r++)
+    if (!vc->down[r] && vc->sched.rail[r].state != BRAID_RAIL_ACTIVE) m |= 1u << r;
+  return m;
+}
+
+static uint32_t s_live(const struct braid_vc *vc) {
+  uint32_t m = 0;
+  for (int r = 0; r < vc->nrails; r++)
+    if (!vc->down[r]) m |= 1u << r;
+  return m;
+}
+
+/* Writes unsent chunks, oldest send first, where the scheduler says. */
+static void s_schedule(struct braid_vc *vc, uint64_t now) {
+  size_t pending = 0;
+  for (uint32_t n = vc->s_seq - BRAID_VC_SLOTS; n != vc->s_seq; n++) {
+    struct sreq *q = s_find(vc, n);
+    if (q && q->have_cts) pending += (size_t)(q->nch - q->acked) * vc->chunk;
+  }
+  for (uint32_t n = vc->s_seq - BRAID_VC_SLOTS; n != vc->s_seq; n++) {
+    struct sreq *q = s_find(vc, n);
+    if (!q || !q->have_cts) continue;
+    for (uint32_t i = 0; i < q->nch; i++) {
+      struct chunk *c = &q->ch[i];
+      if (c->state != CH_UNSENT) continue;
+      size_t off = (size_t)i * vc->chunk;
+      size_t len = i + 1 < q->nch ? vc->chunk : q->size - off;
+      int r = vc->equal ? pick_equal(vc, len) : braid_sched_pick(&vc->sched, len, pending, now);
+      if (r < 0 || vc->down[r]) return;
+      uint32_t demoted = s_demoted(vc);
+      if (!vc->equal && (demoted >> r & 1) && demoted != s_live(vc)) {
+        /* a probe of a demoted rail goes into the scratch area, never with a message's data */
+        if (vc->area_valid && !vc->probe_out[r] && len && len <= vc->area.len) {
+          int rc = braid_verbs_ep_write_imm(vc->ep[r], &q->mem->mr[r], q->base + off, len, vc->area.addr,
+                                            vc->area.rkey[r], (uint32_t)PROBE_SLOT << 28, COOKIE_PROBE);
+          if (rc < 0) {
+            fail_rail(vc, r, "posting a probe failed");
+            return;
+          }
+          if (rc == 0) {
+            vc->probe_out[r] = true, vc->probe_len[r] = len, vc->probe_sent[r] = now;
+            braid_sched_sent(&vc->sched, r, len, now);
+          }
+        }
+        r = braid_sched_pick_avoid(&vc->sched, len, pending, demoted, now);
+        if (r < 0 || vc->down[r]) return;
+      }
+      uint32_t imm = (uint32_t)(q->seq % BRAID_VC_SLOTS) << 28 | (q->nch - 1) << 14 | i;
+      int rc = braid_verbs_ep_write_imm(vc->ep[r], q->mem ? &q->mem->mr[r] : NULL, q->base + off, len,
+                                        q->raddr + off, q->rkey[r], imm, (uint64_t)q->seq << 20 | i);
+      if (rc > 0) return; /* that rail's queue is full: later */
+      if (rc < 0) {
+        fail_rail(vc, r, "posting a write failed");
+        return;
+      }
+      c->state = CH_INFLIGHT, c->rail = (int8_t)r, c->sent_ns = now;
+      braid_sched_sent(&vc->sched, r, len, now);
+      pending = pending > len ? pending - len : 0;
+    }
+  }
+}
+
+/* ---------- events ---------- */
+
+/* The peer's FENCE (receiver) or FENCED (sender) of rail: failed here too, answered or applied
+ * once its completions have drained.  false for a rail that does not exist (c failed). */
+static bool ctl_fence_rail(struct braid_vc *vc, unsigned rail, const char *what, const char *why) {
+  if (rail >= (unsigned)vc->nrails) {
+    vc_fail(vc, "garbled %s from the peer", what);
+    return false;
+  }
+  fail_rail(vc, (int)rail, why);
+  vc->fence_wait[rail] = true;
+  vc->fence_since[rail] = now_ns();
+  return true;
+}
+
+static void on_ctl(struct braid_vc *vc, const uint8_t *d, uint32_t len) {
+  uint8_t type = len ? d[0] : 0;
+  if (vc->sender && type == CTL_CTS && len == sizeof(struct ctl_cts)) {
+    struct ctl_cts m;
+    memcpy(&m, d, sizeof m);
+    if (m.slot != m.seq % BRAID_VC_SLOTS || m.nrails != vc->nrails) {
+      vc_fail(vc, "garbled CTS from the peer");
+      return;
+    }
+    /* A control message whose send completion was lost with a failed rail is sent again on
+     * another, so a CTS can arrive twice, the copy after the slot's next CTS: only a newer one
+     * counts. */
+    struct cts_entry *e = &vc->cts[m.slot];
+    if (e->seen && (int32_t)(m.seq - e->m.seq) <= 0) return;
+    *e = (struct cts_entry){.valid = true, .seen = true, .m = m};
+    struct sreq *q = s_find(vc, m.seq);
+    if (q) s_bind(vc, q);
+  } else if (vc->sender && type == CTL_AREA && len == sizeof(struct ctl_area)) {
+    memcpy(&vc->area, d, sizeof vc->area);
+    vc->area_valid = vc->area.nrails == vc->nrails;
+  } else if (vc->sender && type == CTL_FENCED && len == sizeof(struct ctl_fenced)) {
+    struct ctl_fenced f;
+    memcpy(&f, d, sizeof f);
+    if (ctl_fence_rail(vc, f.rail, "FENCED", "the peer fenced it")) vc->fenced[f.rail] = f;
+  } else if (!vc->sender && type == CTL_FENCE && len == sizeof(struct ctl_fence)) {
+    struct ctl_fence f;
+    memcpy(&f, d, sizeof f);
+    ctl_fence_rail(vc, f.rail, "FENCE", "the peer failed it");
+  } else if (!vc->sender && type == CTL_MISMATCH && len == sizeof(struct ctl_mismatch)) {
+    struct ctl_mismatch m;
+    memcpy(&m, d, sizeof m);
+    vc_fail(vc, "the peer sent %llu bytes to a receive of %llu bytes (message %u): send/receive size "
+            "mismatch", (unsigned long long)m.size, (unsigned long long)m.cap, m.seq);
+    vc->usage = true;
+  } else if (!vc->sender && type == CTL_FIN && len == sizeof(struct ctl_fin)) {
+    struct ctl_fin m;
+    memcpy(&m, d, sizeof m);
+    struct rreq *q = &vc->r[m.seq % BRAID_VC_SLOTS];
+    if (q->used && q->seq == m.seq) q->fin = true;
+  } else {
+    vc_fail(vc, "unexpected control message of type %u (%u bytes) from the peer", type, len);
+  }
+}
+
+static void on_event(struct braid_vc *vc, int r, const struct braid_verbs_ev *ev, uint64_t now) {
+  switch (ev->kind) {
+  case BRAID_VERBS_EV_SEND_DONE:
+  case BRAID_VERBS_EV_WRITE_DONE:
+    if (ev->cookie & COOKIE_CTL) {
+      struct ctlmsg *c = &vc->ctl[ev->cookie & (CTLQ - 1)];
+      if (vc->sender && c->data[0] == CTL_FIN) {
+        struct ctl_fin m;
+        memcpy(&m, c->data, sizeof m);
+        struct sreq *q = s_find(vc, m.seq);
+        if (q) q->fin_done = true;
+      }
+      c->used = false;
+    } else if (ev->cookie & COOKIE_PROBE) {
+      vc->probe_out[r] = false;
+      if (!vc->down[r]) braid_sched_acked(&vc->sched, r, vc->probe_len[r], vc->probe_sent[r], now);
+    } else {
+      s_write_done(vc, r, ev->cookie, now);
+    }
+    break;
+  case BRAID_VERBS_EV_CTRL: on_ctl(vc, ev->data, ev->len); break;
+  case BRAID_VERBS_EV_WRITE_IMM:
+    if (vc->sender) vc_fail(vc, "a write arrived on a sending connection");
+    else r_imm(vc, ev->imm, ev->len);
+    break;
+  case BRAID_VERBS_EV_ERROR:
+    if (ev->cookie & COOKIE_CTL) { /* a control send: post it again on another rail */
+      struct ctlmsg *c = &vc->ctl[ev->cookie & (CTLQ - 1)];
+      if (c->used && c->rail == r) c->posted = false;
+    }
+    fail_rail(vc, r, ev->why);
+    break;
+  }
+}
+
+int braid_vc_progress(struct braid_vc *vc) {
+  if (vc->failed) return -1;
+  uint64_t now = now_ns();
+  struct braid_verbs_ev ev[16];
+  for (int r = 0; r < vc->nrails && !vc->failed; r++) {
+    int n;
+    do {
+      n = braid_verbs_ep_poll(vc->ep[r], ev, 16);
+      if (n < 0) {
+        fail_rail(vc, r, "its completion queue cannot be read");
+        break;
+      }
+      for (int i = 0; i < n && !vc->failed; i++) on_event(vc, r, &ev[i], now);
+    } while (n == 16 && !vc->failed);
+  }
+  if (now >= vc->next_event_check) { /* port and QP events: a port down is a rail error */
+    vc->next_event_check = now + EVENT_CHECK_NS;
+    for (int r = 0; r < vc->nrails && !vc->failed; r++) {
+      char why[128];
+      if (!braid_verbs_ep_port_events(vc->ep[r], why, sizeof why)) continue;
+      /* Also on a rail already fenced (the peer, or a timeout, was quicker): the cause is what
+       * the operator needs to know. */
+      if (vc->down[r])
+        BRAID_WARN("verbs rail %d (%s): %s, on a rail already fenced", r,
+                   braid_verbs_ep_name(vc->ep[r]), why);
+      else
+        fail_rail(vc, r, why);
+    }
+  }
+  for (int r = 0; r < vc->nrails && !vc->failed; r++) {
+    if (!vc->fence_wait[r]) continue;
+    if (!braid_verbs_ep_drained(vc->ep[r])) {
+      /* The QP is in ERR: nothing lands through it any more, drained or not.  A device that never
+       * flushes (soft-RoCE whose interface went down) must not stall the connection forever. */
+      if (now - vc->fence_since[r] < DRAIN_WAIT_NS) continue;
+      BRAID_WARN("verbs rail %d (%s): its completions did not drain within 1 s of the fence; going "
+                 "on without them", r, braid_verbs_ep_name(vc->ep[r]));
+    }
+    vc->fence_wait[r] = false;
+    if (vc->sender) s_apply_fenced(vc, r, &vc->fenced[r]);
+    else r_send_fenced(vc, r);
+  }
+  if (vc->failed) return -1;
+  if (!vc->sender) r_retire(vc);
+  ctl_post(vc);
+  if (vc->sender) {
+    for (uint32_t n = vc->s_seq - BRAID_VC_SLOTS; n != vc->s_seq; n++) {
+      struct sreq *q = s_find(vc, n);
+      if (q && q->needs_fin && !q->fin_queued && q->acked == q->nch) {
+        struct ctl_fin m = {.type = CTL_FIN, .seq = q->seq}; /* re-posted by the queue if lost */
+        q->fin_queued = ctl_queue(vc, &m, sizeof m) == 0;
+      }
+    }
+    s_schedule(vc, now);
+    ctl_post(vc);
+  }
+  if (now >= vc->next_tick) {
+    vc->next_tick = now + TICK_NS;
+    struct braid_sched_event e[8];
+    int n = braid_sched_tick(&vc->sched, now, e, 8);
+    for (int i = 0; i < n; i++) {
+      if (e[i].reason == BRAID_SCHED_STALLED && vc->sender)
+        fail_rail(vc, e[i].rail, "no write completed for too long (stalled)");
+      if (e[i].reason == BRAID_SCHED_SLOW || e[i].reason == BRAID_SCHED_RECOVERED ||
+          e[i].reason == BRAID_SCHED_LAST_LEFT)
+        BRAID_WARN("verbs rail %d (%s): %s (%.0f Mbit/s measured, best other %.0f Mbit/s)", e[i].rail,
+                   braid_verbs_ep_name(vc->ep[e[i].rail]),
+                   e[i].reason == BRAID_SCHED_SLOW ? "slow: degraded, probed into scratch memory only"
+                                                    : "recovered: carries data again",
+                   e[i].est_Bps * 8e-6, e[i].ref_Bps * 8e-6);
+    }
+  }
+  return vc->failed ? -1 : 0;
+}
+
+/* ---------- the API ---------- */
+
+int braid_vc_open(const struct braid_verbs_rail *rails, int nrails, bool sender,
+                  const struct braid_vc_opts *o, struct braid_vc **out) {
+  *out = NULL;
+  if (nrails < 1 || nrails > BRAID_VC_MAX_RAILS || nrails > BRAID_SCHED_MAX_RAILS) {
+    BRAID_WARN("verbs connection: %d rails (1 to %d)", nrails, BRAID_VC_MAX_RAILS);
+    return -1;
+  }
+  struct braid_vc *vc = calloc(1, sizeof *vc);
+  if (!vc) return -1;
+  vc->sender = sender;
+  vc->nrails = nrails;
+  vc->chunk = o && o->chunk ? o->chunk : 128 << 10;
+  vc->equal = o && o->equal;
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) vc->r[k].seq = (uint32_t)k - BRAID_VC_SLOTS;
+  struct braid_sched_params p;
+  braid_sched_params_default(&p);
+  /* A rail's queue of written-but-unacknowledged chunks must drain well within the QP's ACK
+   * timeout (verbs_ep.c), or a slow rail's writes time out and are retransmitted until the
+   * rail is declared dead: a slow rail may hold as little as one chunk, probes are one chunk. */
+  p.inflight_min = p.probe_inflight = vc->chunk;
+  /* ... while a rail's in-flight time must stay well above the round trip of one chunk, or the
+   * estimate settles below the link's rate (it measures what the cap lets through), and the
+   * connections of NCCL's several channels share each rail: 100 ms, under half the ACK timeout,
+   * which also keeps the stall verdict (4x that + the margin below) under a second. */
+  p.queue_target_ns = 100000000;
+  /* A rail that crawls from the start (its first chunks queued at the prior's rate) acknowledges
+   * its first chunk only after that chunk's time on the slow link: 400 ms of margin before the
+   * stall verdict lets a rail that still moves a 64 KiB chunk in that time be demoted rather than
+   * failed. */
+  p.stall_margin_ns = 400000000;
+  double Bps[BRAID_SCHED_MAX_RAILS] = {0};
+  for (int r = 0; r < nrails; r++) Bps[r] = rails[r].speed_mbps * 125000.0;
+  if (braid_sched_init(&vc->sched, nrails, &p, Bps, now_ns())) {
+    free(vc);
+    return -1;
+  }
+  for (int r = 0; r < nrails; r++)
+    if (braid_verbs_ep_open(&rails[r], 0, &vc->ep[r])) {
+      braid_vc_close(vc);
+      return -1;
+    }
+  *out = vc;
+  return 0;
+}
+
+void braid_vc_addrs(const struct braid_vc *vc, struct braid_verbs_ep_addr *out) {
+  for (int r = 0; r < vc->nrails; r++) braid_verbs_ep_addr(vc->ep[r], &out[r]);
+}
+
+int braid_vc_connect(struct braid_vc *vc, const struct braid_verbs_ep_addr *peer, int npeer) {
+  if (npeer != vc->nrails) return vc_fail(vc, "the peer has %d rails, this side %d", npeer, vc->nrails);
+  for (int r = 0; r < vc->nrails; r++)
+    if (braid_verbs_ep_connect(vc->ep[r], &peer[r])) return vc_fail(vc, "connecting rail %s failed", braid_verbs_ep_name(vc->ep[r]));
+  if (vc->sender) return 0;
+  if (!(vc->scratch = malloc(vc->chunk)) || braid_vc_reg(vc, vc->scratch, vc->chunk, &vc->scratch_mem))
+    return vc_fail(vc, "cannot register the probes' scratch area");
+  struct ctl_area a = {.type = CTL_AREA, .nrails = (uint8_t)vc->nrails, .addr = (uintptr_t)vc->scratch,
+                       .len = vc->chunk};
+  for (int r = 0; r < vc->nrails; r++) a.rkey[r] = vc->scratch_mem->mr[r].rkey;
+  return ctl_queue(vc, &a, sizeof a) ? -1 : braid_vc_progress(vc);
+}
+
+int braid_vc_reg(struct braid_vc *vc, void *buf, size_t len, struct braid_vc_mem **out) {
+  struct braid_vc_mem *m = calloc(1, sizeof *m);
+  if (!m) return -1;
+  for (int r = 0; len && r < vc->nrails; r++, m->n++)
+    if (braid_verbs_ep_reg(vc->ep[r], buf, len, &m->mr[r])) {
+      braid_vc_dereg(vc, m);
+      return -1;
+    }
+  *out = m;
+  return 0;
+}
+
+void braid_vc_dereg(struct braid_vc *vc, struct braid_vc_mem *m) {
+  if (!m) return;
+  for (int r = 0; r < m->n; r++) braid_verbs_ep_dereg(vc->ep[r], &m->mr[r]);
+  free(m);
+}
+
+/* Whether [buf, buf+len) lies inside the registration. */
+static bool mem_covers(const struct braid_vc_mem *m, const void *buf, size_t len) {
+  uintptr_t a = (uintptr_t)buf, lo = (uintptr_t)m->mr[0].addr;
+  return a >= lo && len <= m->mr[0].len && a - lo <= m->mr[0].len - len;
+}
+
+int braid_vc_isend(struct braid_vc *vc, const void *buf, size_t size, struct braid_vc_mem *mem, int *req) {
+  if (vc->failed) return -1;
+  if (!vc->sender) return vc_fail(vc, "isend on a receiving connection");
+  uint32_t nch = size ? (uint32_t)((size + vc->chunk - 1) / vc->chunk) : 1;
+  if (size && (!mem || mem->n != vc->nrails))
+    return vc_fail(vc, "a send of %zu bytes from unregistered memory", size);
+  if (size > (size_t)BRAID_VC_MAX_CHUNKS * vc->chunk)
+    return vc_fail(vc, "a send of %zu bytes: larger than the connection carries", size);
+  if (size && !mem_covers(mem, buf, size)) return vc_fail(vc, "a send from outside its memory registration");
+  struct sreq *q = &vc->s[vc->s_seq % BRAID_VC_SLOTS];
+  if (q->used) return 1;
+  struct chunk *ch = calloc(nch, sizeof *ch);
+  if (!ch) return vc_fail(vc, "out of memory");
+  *q = (struct sreq){.used = true, .seq = vc->s_seq++, .nch = nch, .buf = buf, .size = size,
+                     .base = size ? (size_t)((uintptr_t)buf - (uintptr_t)mem->mr[0].addr) : 0,
+                     .mem = mem, .ch = ch};
+  s_bind(vc, q);
+  *req = (int)(q - vc->s);
+  return braid_vc_progress(vc);
+}
+
+int braid_vc_irecv(struct braid_vc *vc, void *buf, size_t cap, struct braid_vc_mem *mem, int *req) {
+  if (vc->failed) return -1;
+  if (vc->sender) return vc_fail(vc, "irecv on a sending connection");
+  int k = (int)(vc->r_seq % BRAID_VC_SLOTS);
+  struct rreq *q = &vc->r[k];
+  if (q->used && q->detached && braid_vc_progress(vc)) return -1; /* its writes may be in */
+  if (q->used) return 1;
+  if (cap && (!mem || mem->n != vc->nrails || !mem_covers(mem, buf, cap)))
+    return vc_fail(vc, "a receive into unregistered memory");
+  struct ctl_cts m = {.type = CTL_CTS, .slot = (uint8_t)k, .nrails = (uint8_t)vc->nrails,
+                      .seq = vc->r_seq, .addr = (uintptr_t)buf, .cap = cap};
+  for (int r = 0; cap && r < vc->nrails; r++) m.rkey[r] = mem->mr[r].rkey;
+  *q = (struct rreq){.used = true, .seq = vc->r_seq++, .cap = cap};
+  vc->r_posted |= (uint16_t)(1u << k);
+  if (ctl_queue(vc, &m, sizeof m)) return -1;
+  *req = k;
+  return braid_vc_progress(vc);
+}
+
+bool braid_vc_detach(struct braid_vc *vc, int req) {
+  if (vc->failed || vc->sender || req < 0 || req >= BRAID_VC_SLOTS) return false;
+  struct rreq *q = &vc->r[req];
+  if (!q->used || q->detached) return false;
+  /* Over two or more rails a rail's failure (even one fenced long ago: the sender may not have
+   * heard yet) needs this side's FENCED before the sender writes its chunks again; over one,
+   * the rail's failure is the connection's. */
+  if (vc->nrails != 1 || vc->down[0]) return false;
+  for (int i = 0; i < CTLQ; i++) /* every CTS (this one included) on the wire, none queued */
+    if (vc->ctl[i].used && !vc->ctl[i].posted) return false;
+  /* Each write consumes one of the rail's posted receives; an empty ring would RNR-NAK the peer
+   * until this side polls, which may be never. */
+  if (r_due(vc) > (uint32_t)braid_verbs_ep_recv_posted(vc->ep[0])) return false;
+  q->detached = true;
+  return true;
+}
+
+int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size) {
+  *done = false;
+  if (braid_vc_progress(vc)) return -1;
+  if (req < 0 || req >= BRAID_VC_SLOTS) return vc_fail(vc, "test of an unknown request");
+  if (vc->sender) {
+    struct sreq *q = &vc->s[req];
+    if (!q->used) return vc_fail(vc, "test of an unknown request");
+    if (!s_finished(q)) return 0;
+    if (size) *size = q->size;
+    free(q->ch);
+    q->ch = NULL;
+    q->used = false;
+  } else {
+    struct rreq *q = &vc->r[req];
+    if (!q->used || q->detached) return vc_fail(vc, "test of an unknown request");
+    if (!q->nch || q->got < q->nch || (q->needs_fin && !q->fin)) return 0;
+    if (size) *size = q->size;
+    free(q->seen);
+    q->seen = NULL;
+    q->used = false;
+  }
+  *done = true;
+  return 0;
+}
+
+void braid_vc_describe(const struct braid_vc *vc, char *buf, size_t len) {
+  size_t n = 0;
+#define PUT(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
+  buf[0] = 0;
+  for (int r = 0; r < vc->nrails; r++)
+    PUT("rail %d: %s, state %d, %zu bytes in flight%s%s; ", r, vc->down[r] ? "down" : "up",
+        (int)vc->sched.rail[r].state, vc->sched.rail[r].inflight, vc->probe_out[r] ? ", probe out" : "",
+        vc->fence_wait[r] ? ", fence pending" : "");
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    const struct sreq *q = &vc->s[k];
+    const struct rreq *p = &vc->r[k];
+    if (vc->sender && q->used)
+      PUT("send %u: cts %d, %u/%u chunks acked, fin %d/%d; ", q->seq, q->have_cts, q->acked, q->nch,
+          q->needs_fin, q->fin_done);
+    if (!vc->sender && p->used)
+      PUT("recv %u: %u/%u chunks, fin %d/%d%s; ", p->seq, p->got, p->nch, p->needs_fin, p->fin,
+          p->detached ? ", detached" : "");
+  }
+#undef PUT
+}
+
+const char *braid_vc_error(const struct braid_vc *vc) { return vc->err; }
+bool braid_vc_usage_error(const struct braid_vc *vc) { return vc->usage; }
+uint64_t braid_vc_rail_bytes(const struct braid_vc *vc, int rail) { return vc->rail_bytes[rail]; }
+bool braid_vc_rail_down(const struct braid_vc *vc, int rail) { return vc->down[rail]; }
+
+void braid_vc_close(struct braid_vc *vc) {
+  if (!vc) return;
+  braid_vc_dereg(vc, vc->scratch_mem);
+  free(vc->scratch);
+  for (int r = 0; r < vc->nrails; r++) braid_verbs_ep_close(vc->ep[r]);
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    free(vc->s[k].ch);
+    free(vc->r[k].seen);
+  }
+  free(vc);
+}
