@@ -12,6 +12,7 @@
 
 #include "collnet/collnet.h"
 #include "comm/comm.h"
+#include "comm/path.h"
 #include "topo/devices.h"
 #include "comm/diag.h"
 #include "topo/ifaces.h"
@@ -20,7 +21,6 @@
 #include "param.h"
 #include "comm/setup.h"
 #include "transport/transport.h"
-#include "transport/verbs/verbs_conn.h"
 
 const char braid_plugin_name[] = "braid";
 
@@ -38,7 +38,7 @@ struct braid_mr {
   int type;
   void *addr;
   size_t size;
-  struct braid_vc_mem *vmem; /* verbs comms: registered on every rail */
+  void *mem; /* the comm's path's registration (path.h reg), NULL when it needs none */
 };
 
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -254,9 +254,10 @@ ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, voi
   struct braid_mr *mr = malloc(sizeof *mr);
   if (!mr) return ncclSystemError;
   *mr = (struct braid_mr){MR_MAGIC, type, data, size, NULL};
-  if (c->verbs && braid_vc_reg(c->vc, data, size, &mr->vmem)) {
+  if (c->path->reg && c->path->reg(c, data, size, &mr->mem)) {
     free(mr);
-    BRAID_WARN("regMr of %zu bytes at %p: the RDMA registration failed (see the WARN above)", size, data);
+    BRAID_WARN("regMr of %zu bytes at %p: the %s registration failed (see the WARN above)", size, data,
+               c->path->name);
     return ncclSystemError;
   }
   *mhandle = mr;
@@ -271,23 +272,22 @@ ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
     BRAID_WARN("deregMr() of an invalid memory handle %p", mhandle);
     return ncclInvalidArgument;
   }
-  braid_ofi_link_forget(c, mr->addr, mr->size); /* the ofi endpoints' cached registrations */
-  if (mr->vmem) braid_vc_dereg(c->vc, mr->vmem);
+  c->path->dereg(c, mr->addr, mr->size, mr->mem);
   mr->magic = 0;
   free(mr);
   return ncclSuccess;
 }
 
-/* verbs comms: the registration of a buffer of size bytes on every rail; NULL otherwise, or
- * for an empty buffer without a handle.  false (with a WARN) for a missing or invalid handle. */
-static bool net_vmem(const struct braid_comm *c, void *mhandle, size_t size, const char *what,
-                     struct braid_vc_mem **vmem) {
+/* The path's registration of a buffer of size bytes, for a path that registers memory (verbs:
+ * on every rail); NULL for the others, or for an empty buffer without a handle.  false (with a
+ * WARN) for a missing or invalid handle. */
+static bool net_mem(const struct braid_comm *c, void *mhandle, size_t size, const char *what, void **mem) {
   struct braid_mr *mr = mhandle;
-  *vmem = NULL;
-  if (!c->verbs) return true;
-  if (mr && mr->magic == MR_MAGIC && mr->vmem) *vmem = mr->vmem;
+  *mem = NULL;
+  if (!c->path->reg) return true;
+  if (mr && mr->magic == MR_MAGIC && mr->mem) *mem = mr->mem;
   else if (size) {
-    BRAID_WARN("%s of %zu bytes over verbs with an invalid memory handle %p", what, size, mhandle);
+    BRAID_WARN("%s of %zu bytes over %s with an invalid memory handle %p", what, size, c->path->name, mhandle);
     return false;
   }
   return true;
@@ -297,9 +297,9 @@ ncclResult_t braid_net_isend(void *send_comm, void *data, size_t size, int tag, 
                              void **request) {
   *request = NULL;
   struct braid_comm *c = net_comm(send_comm, BRAID_COMM_SEND, "isend");
-  struct braid_vc_mem *vmem;
-  if (!c || !net_vmem(c, mhandle, size, "isend", &vmem)) return ncclInvalidArgument;
-  return braid_xfer_isend(c, data, size, tag, vmem, request);
+  void *mem;
+  if (!c || !net_mem(c, mhandle, size, "isend", &mem)) return ncclInvalidArgument;
+  return braid_xfer_isend(c, data, size, tag, mem, request);
 }
 
 ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
@@ -308,10 +308,10 @@ ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *
   bool hint = *request == (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION;
   *request = NULL; /* the hint is no request: never handed back */
   struct braid_comm *c = net_comm(recv_comm, BRAID_COMM_RECV, "irecv");
-  struct braid_vc_mem *vmem;
-  if (!c || (n >= 1 && !net_vmem(c, mhandles ? mhandles[0] : NULL, sizes[0], "irecv", &vmem)))
+  void *mem = NULL;
+  if (!c || (n >= 1 && !net_mem(c, mhandles ? mhandles[0] : NULL, sizes[0], "irecv", &mem)))
     return ncclInvalidArgument;
-  return braid_xfer_irecv(c, n, data, sizes, tags, n >= 1 ? vmem : NULL, hint, request);
+  return braid_xfer_irecv(c, n, data, sizes, tags, mem, hint, request);
 }
 
 ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,

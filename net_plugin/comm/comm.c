@@ -9,7 +9,7 @@
 
 #include "log.h"
 #include "param.h"
-#include "transport/verbs/verbs_conn.h"
+#include "comm/path.h"
 #include "transport/socket/sock.h"
 #include "comm/rejoin.h"
 #include "stripe/telemetry.h"
@@ -25,6 +25,7 @@ struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstrea
   if (!c) return NULL;
   pthread_mutex_init(&c->ofi_lock, NULL);
   c->kind = (uint8_t)kind;
+  c->path = &braid_stream_path; /* set-up names the verbs path where both ends chose verbs */
   c->dev = dev;
   c->nstreams = nstreams;
   c->nreqs = kind == BRAID_COMM_SEND ? BRAID_SEND_REQS : BRAID_RECV_REQS;
@@ -57,20 +58,11 @@ ncclResult_t braid_comm_ready(struct braid_comm *c) {
     if (c->streams[i].fd >= 0) braid_sock_tune(c->streams[i].fd);
     else c->streams[i].dead = true; /* did not connect at set-up: rejoins later */
   }
-  if (c->ofi) {
-    if (braid_ofi_rxm() && c->chunk > BRAID_OFI_RXM_FRAME_MAX) c->chunk = BRAID_OFI_RXM_FRAME_MAX;
-    ncclResult_t rc = braid_ofi_link_start(c);
-    if (rc) return rc;
-  }
-  if (c->verbs) {
-    ncclResult_t rc = braid_verbs_link_start(c);
-    if (rc) return rc;
-  }
   c->metrics = braid_telemetry_on();
   if (c->kind == BRAID_COMM_SEND)
     for (int r = 0; r < c->nrails && r < 16; r++)
       c->stats[r] = braid_telemetry_add(c->dev, r, c->peer, c->streams[r].rail_name);
-  return c->kind == BRAID_COMM_SEND ? braid_tx_init(c) : braid_rx_init(c);
+  return c->path->start(c);
 }
 
 /* One INFO line per send connection at close: what each rail carried, and its failures. */
@@ -98,10 +90,8 @@ void braid_comm_free(struct braid_comm *c) {
   for (int r = 0; r < 16; r++) braid_telemetry_remove(c->stats[r]);
   braid_rejoin_free(c);
   /* Endpoints first: nothing they posted may land in the buffers freed below. */
-  for (int i = 0; c->streams && i < c->nstreams; i++) braid_ofi_link_close(c, &c->streams[i]);
-  braid_vc_close(c->vc); /* its queue pairs fenced and drained: nothing lands after this */
-  braid_tx_free(c);
-  braid_rx_free(c);
+  c->path->quiesce(c);
+  c->path->free(c);
   for (int i = 0; c->streams && i < c->nstreams; i++) {
     if (c->streams[i].fd >= 0) close(c->streams[i].fd);
     for (int k = 0; k < BRAID_OFI_RX_DEPTH; k++) free(c->streams[i].ofi_rx[k].bounce);

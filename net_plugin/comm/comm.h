@@ -173,9 +173,7 @@ struct braid_stream {
 
 struct braid_sched;
 struct braid_rail_stats;
-struct braid_vc;
-struct braid_vc_mem;
-#define BRAID_VLINK_MSG_MAX 512
+struct braid_path_ops;
 
 struct braid_comm {
   uint8_t kind;
@@ -187,12 +185,8 @@ struct braid_comm {
   int nstreams;
   bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
   bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_link.c) */
-  bool verbs;   /* the data goes over one striped verbs connection (verbs_link.c) */
-  struct braid_vc *vc;
-  uint8_t vaddr[BRAID_VLINK_MSG_MAX]; /* the peer's queue-pair addresses as they arrive */
-  size_t vaddr_got;
-  bool vlinked;                       /* connected to them */
-  uint64_t vcheck_ns;
+  const struct braid_path_ops *path; /* how its data moves (path.h) */
+  void *path_state;                   /* the path's own state (the verbs path's) */
   pthread_mutex_t ofi_lock; /* streams' endpoint pointers: closing vs deregMr's forget */
   struct braid_stream *streams;
   struct braid_req *reqs;
@@ -287,21 +281,14 @@ void braid_ofi_link_forget(struct braid_comm *c, const void *addr, size_t len);
  * down, so the peer sees the stream gone too. */
 void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s);
 
-/* verbs transport (verbs_link.c).  Maps the rails to RDMA ports, opens the connection and sends
- * its addresses on stream 0 (at set-up). */
-ncclResult_t braid_verbs_link_start(struct braid_comm *c);
-/* 1 when the connection can carry data (connected to the peer's addresses); 0 not yet; -1 when
- * it cannot (the peer closed stream 0, or no addresses in BRAID_TIMEOUT_MS): why says how. */
-int braid_verbs_link_ready(struct braid_comm *c, char *why, size_t whylen);
-
-/* Data path entry points (xfer.c).  vmem: the buffers' verbs registrations (NULL unless the comm
- * is verbs). */
-ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag,
-                              struct braid_vc_mem *vmem, void **request);
+/* Data path entry points (xfer.c).  mem: the buffers' registration by the comm's path (path.h
+ * reg; NULL when the path needs none). */
+ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag, void *mem,
+                              void **request);
 /* hint: NCCL's optional-completion hint came with the receive (see xfer.c for where it is
  * taken). */
 ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,
-                              const int *tags, struct braid_vc_mem *vmem, bool hint, void **request);
+                              const int *tags, void *mem, bool hint, void **request);
 ncclResult_t braid_xfer_test(void *request, int *done, int *sizes);
 
 #endif

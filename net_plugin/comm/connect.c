@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "comm/path.h"
 #include "comm/hs.h"
 #include "inputs.h"
 #include "log.h"
@@ -382,7 +383,7 @@ static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
   c->nprimary = k->nprimary;
   c->conn_id = k->conn_id;
   c->ofi = k->ofi;
-  c->verbs = k->verbs;
+  if (k->verbs) c->path = &braid_verbs_path;
   memcpy(c->secret, k->peer.secret, sizeof c->secret);
   c->auth_mode = k->mode;
   for (int r = 0; r < k->nrails; r++) {

@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "log.h"
-#include "transport/verbs/verbs_conn.h"
+#include "comm/path.h"
 #include "param.h"
 #include "stripe/sched.h"
 
@@ -36,7 +36,7 @@ void braid_diag_uninstall(void) {
 }
 
 /* Where each stream stands (socket and ofi transports): what a stuck connection waits for. */
-static void diag_streams(struct braid_comm *c, uint64_t now) {
+void braid_diag_streams(struct braid_comm *c, uint64_t now) {
   if (c->kind == BRAID_COMM_SEND && c->sched) {
     BRAID_WARN("  send side: %zu bytes queued for a rail (%zu chunks to re-send or place), suspect "
                "rails 0x%x", c->pending_bytes, c->requeue.count, c->suspect);
@@ -73,13 +73,7 @@ static void diag_dump(struct braid_comm *c, const char *why, uint64_t now) {
   BRAID_WARN("%s: %s connection with %s (device %d, %d rails): %d pending requests%s", why,
              c->kind == BRAID_COMM_SEND ? "send" : "receive", c->peer, c->dev, c->nrails, pending,
              c->err ? " (connection failed)" : "");
-  if (c->vc) {
-    char d[2048];
-    braid_vc_describe(c->vc, d, sizeof d);
-    BRAID_WARN("  verbs: %s", d);
-    return;
-  }
-  diag_streams(c, now);
+  if (c->path->describe(c, now)) return;
   int shown = 0;
   for (int i = 0; i < c->nreqs && shown < 8; i++) {
     struct braid_req *r = &c->reqs[i];

@@ -15,5 +15,7 @@ void braid_diag_install(void);
 void braid_diag_uninstall(void);
 /* Called by test(): dumps c's pending requests when asked, or once when r has waited too long. */
 void braid_diag_check(struct braid_comm *c, struct braid_req *r);
+/* The stream path's description (comm/path.h describe): the scheduler's rails, every stream. */
+void braid_diag_streams(struct braid_comm *c, uint64_t now);
 
 #endif

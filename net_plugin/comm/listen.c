@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "comm/path.h"
 #include "comm/hs.h"
 #include "inputs.h"
 #include "log.h"
@@ -255,7 +256,7 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct listen_partial 
   }
   rc->conn_id = c->conn_id;
   rc->ofi = c->transport == BRAID_TRANSPORT_OFI;
-  rc->verbs = c->transport == BRAID_TRANSPORT_VERBS;
+  if (c->transport == BRAID_TRANSPORT_VERBS) rc->path = &braid_verbs_path;
   memcpy(rc->secret, l->secret, sizeof rc->secret);
   rc->auth_mode = c->auth;
   if (c->nstreams > 1 && c->transport == BRAID_TRANSPORT_SOCKET) { /* sockets stay, for rejoins */

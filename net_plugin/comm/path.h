@@ -1,0 +1,56 @@
+/* A communicator's data path: the operations behind isend / irecv / test / regMr, one table per
+ * kind of path.  comm/xfer.c (request slots and argument checks) and api/net.c (memory handles)
+ * call only these; they never ask which transport a comm uses.
+ *
+ * Two paths exist because two protocols do:
+ * - the stream path (stripe/stream_path.c): messages cut into framed chunks pushed on streams,
+ *   matched by the receiver, acknowledged and re-sent on failure; its streams run over a stream
+ *   transport (TCP sockets or libfabric endpoints).
+ * - the verbs path (transport/verbs/verbs_path.c): the receiver's buffers advertised (CTS) and
+ *   written into with RDMA, striped over the rails by the same scheduler (stripe/sched.h).
+ * A new transport that moves bytes or messages on a stream is a stream transport; one that writes
+ * into remote memory is a path like verbs. */
+#ifndef BRAID_PATH_H
+#define BRAID_PATH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl_plugin/common.h"
+
+struct braid_comm;
+struct braid_req;
+
+struct braid_path_ops {
+  const char *name;
+  int max_recvs; /* the largest grouped receive the path takes */
+  /* After set-up (streams connected, rails known): links started, data-path state built.  An
+   * error is also recorded in c->err or logged. */
+  ncclResult_t (*start)(struct braid_comm *c);
+  /* Whether data may be posted: 1 yes, 0 not yet (NCCL retries the call), -1 failed (c->err). */
+  int (*ready)(struct braid_comm *c);
+  /* The path's own registration of [data, data+size) in *mem (NULL: the path needs none, and
+   * then isend/irecv take any memory).  deregister undoes it; it may run on another thread than
+   * the data path (NCCL's proxy service thread). */
+  ncclResult_t (*reg)(struct braid_comm *c, void *data, size_t size, void **mem);
+  void (*dereg)(struct braid_comm *c, void *data, size_t size, void *mem);
+  /* Post r (its fields filled by xfer.c).  *again: no room now, r is released and NCCL retries.
+   * An error releases r; c->err, when set, is the comm's for good. */
+  ncclResult_t (*isend)(struct braid_comm *c, struct braid_req *r, void *mem, bool *again);
+  ncclResult_t (*irecv)(struct braid_comm *c, struct braid_req *r, void *mem, bool *again);
+  /* Progress for r; sets r->done (and the sizes of a receive's slots) when it completed. */
+  ncclResult_t (*test)(struct braid_comm *c, struct braid_req *r);
+  /* Stops everything that could still write into memory (endpoints closed, queue pairs fenced);
+   * then frees the path's state.  Both run once, in that order, at close. */
+  void (*quiesce)(struct braid_comm *c);
+  void (*free)(struct braid_comm *c);
+  /* WARN lines on where the path stands (SIGUSR1, BRAID_WAIT_WARN_MS); true when the path's
+   * description is complete (the requests are not listed). */
+  bool (*describe)(struct braid_comm *c, uint64_t now);
+};
+
+extern const struct braid_path_ops braid_stream_path;
+extern const struct braid_path_ops braid_verbs_path;
+
+#endif

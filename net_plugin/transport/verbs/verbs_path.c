@@ -1,0 +1,192 @@
+/* The verbs path (comm/path.h): a comm's data over one striped verbs connection (verbs_conn.h).
+ *
+ * The set-up is the socket transport's (handle, secret, hello, rail list; one stream per rail).
+ * Then each end maps its rails (network interfaces) to RDMA ports (verbs_dev.h), opens the
+ * connection's queue pairs and sends their addresses on stream 0's socket (link/startup.h); the
+ * first data call after the peer's addresses arrived connects the queue pairs.  The sockets stay
+ * open, silent: stream 0's closing shows that the peer is gone. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "comm/path.h"
+#include "link/startup.h"
+#include "log.h"
+#include "param.h"
+#include "transport/verbs/verbs_conn.h"
+#include "transport/verbs/verbs_dev.h"
+
+#define VLINK_MAGIC 0x41565242u /* "BRVA" */
+#define VLINK_CHUNK (64u << 10) /* x BRAID_VC_MAX_CHUNKS = 1 GiB, maxP2pBytes */
+#define VLINK_CHECK_NS 100000000ull
+
+struct vlink_hdr {
+  uint32_t magic, nrails;
+};
+
+_Static_assert(sizeof(struct vlink_hdr) + BRAID_VC_MAX_RAILS * sizeof(struct braid_verbs_ep_addr) <=
+                   BRAID_LINK_MSG_MAX, "the address message fits its buffer");
+
+struct vpath {
+  struct braid_vc *vc;
+  struct braid_link_startup link; /* the queue pairs' addresses, exchanged on stream 0 */
+};
+
+static struct braid_vc *vp_vc(const struct braid_comm *c) {
+  const struct vpath *p = c->path_state;
+  return p ? p->vc : NULL;
+}
+
+static ncclResult_t vp_start(struct braid_comm *c) {
+  if (c->nrails > BRAID_VC_MAX_RAILS)
+    return braid_comm_fail(c, ncclInvalidUsage, "verbs: %d rails (at most %d)", c->nrails, BRAID_VC_MAX_RAILS);
+  struct braid_verbs_rail rails[BRAID_VC_MAX_RAILS];
+  for (int r = 0; r < c->nrails; r++) {
+    char why[256];
+    if (braid_verbs_rail_of_netdev(c->streams[r].rail_name, &rails[r], why, sizeof why))
+      return braid_comm_fail(c, ncclSystemError, "verbs: rail %d: %s", r, why);
+  }
+  struct vpath *p = calloc(1, sizeof *p);
+  if (!p) return braid_comm_fail(c, ncclSystemError, "verbs: out of memory");
+  c->path_state = p;
+  struct braid_vc_opts o = {.chunk = VLINK_CHUNK,
+                            .equal = !strcmp(braid_param_str(BRAID_P_STRIPING), "equal")};
+  if (braid_vc_open(rails, c->nrails, c->kind == BRAID_COMM_SEND, &o, &p->vc))
+    return braid_comm_fail(c, ncclSystemError, "verbs: cannot open queue pairs on the rails (see the WARN above)");
+  uint8_t msg[BRAID_LINK_MSG_MAX];
+  struct vlink_hdr h = {VLINK_MAGIC, (uint32_t)c->nrails};
+  memcpy(msg, &h, sizeof h);
+  braid_vc_addrs(p->vc, (struct braid_verbs_ep_addr *)(void *)(msg + sizeof h));
+  size_t len = sizeof h + (size_t)c->nrails * sizeof(struct braid_verbs_ep_addr);
+  if (braid_link_begin(&p->link, c->streams[0].fd, msg, len, braid_now_ns()))
+    return braid_comm_fail(c, ncclSystemError, "verbs: cannot send the queue pairs' addresses: %s",
+                           c->streams[0].fd < 0 ? "stream 0 did not connect" : strerror(errno));
+  for (int r = 0; r < c->nrails; r++)
+    BRAID_INFO(NCCL_INIT | NCCL_NET, "verbs: rail %d is %s on %s:%d (%s)", r, c->streams[r].rail_name,
+               rails[r].dev, rails[r].port, braid_verbs_link_name(rails[r].link));
+  return ncclSuccess;
+}
+
+/* The address message's length, from its header. */
+static ssize_t vp_need(const uint8_t *msg, size_t got, const void *arg, char *why, size_t whylen) {
+  (void)got;
+  const struct braid_comm *c = arg;
+  struct vlink_hdr h;
+  memcpy(&h, msg, sizeof h);
+  if (h.magic != VLINK_MAGIC || (int)h.nrails != c->nrails)
+    return snprintf(why, whylen, "the peer's queue-pair addresses are garbled (or for %u rails, this end has %d)",
+                    h.nrails, c->nrails), -1;
+  return (ssize_t)(sizeof h + h.nrails * sizeof(struct braid_verbs_ep_addr));
+}
+
+/* The connection ready to carry data?  1 yes, 0 not yet (NCCL retries), -1 (c failed). */
+static int vp_ready(struct braid_comm *c) {
+  struct vpath *p = c->path_state;
+  char why[300];
+  uint64_t now = braid_now_ns();
+  bool was = p->link.linked;
+  int rc = braid_link_poll(&p->link, c->streams[0].fd, now, c->timeout_ns, VLINK_CHECK_NS, sizeof(struct vlink_hdr),
+                           vp_need, c, "queue-pair addresses", why, sizeof why);
+  if (rc == 1 && !was) {
+    const struct braid_verbs_ep_addr *peer = (const void *)(p->link.msg + sizeof(struct vlink_hdr));
+    if (braid_vc_connect(p->vc, peer, c->nrails)) {
+      snprintf(why, sizeof why, "connecting the queue pairs failed: %s", braid_vc_error(p->vc));
+      rc = -1;
+    } else {
+      braid_link_up(&p->link, now);
+    }
+  }
+  if (rc < 0) braid_comm_fail(c, ncclRemoteError, "verbs: %s", why);
+  return rc;
+}
+
+static ncclResult_t vp_reg(struct braid_comm *c, void *data, size_t size, void **mem) {
+  struct braid_vc_mem *m = NULL;
+  if (braid_vc_reg(vp_vc(c), data, size, &m)) return ncclSystemError;
+  *mem = m;
+  return ncclSuccess;
+}
+
+static void vp_dereg(struct braid_comm *c, void *data, size_t size, void *mem) {
+  (void)data, (void)size;
+  if (mem) braid_vc_dereg(vp_vc(c), mem);
+}
+
+/* The connection failed; the application's misuse (a size mismatch, told to both sides) is
+ * ncclInvalidUsage, the rest ncclRemoteError. */
+static ncclResult_t vp_fail(struct braid_comm *c) {
+  struct braid_vc *vc = vp_vc(c);
+  return braid_comm_fail(c, braid_vc_usage_error(vc) ? ncclInvalidUsage : ncclRemoteError, "verbs: %s",
+                         braid_vc_error(vc));
+}
+
+/* rc from braid_vc_isend/irecv: 0 posted, 1 no room now, -1 failed. */
+static ncclResult_t vp_posted(struct braid_comm *c, int rc, bool *again) {
+  if (rc < 0) return vp_fail(c);
+  *again = rc == 1;
+  return ncclSuccess;
+}
+
+static ncclResult_t vp_isend(struct braid_comm *c, struct braid_req *r, void *mem, bool *again) {
+  return vp_posted(c, braid_vc_isend(vp_vc(c), r->data, r->size, mem, &r->vreq), again);
+}
+
+/* NCCL's optional-completion hint: the peer writes straight into the buffer once the CTS (sent
+ * here) is on the wire; braid_vc_detach says when nothing else is needed from this side (a
+ * one-rail connection, room in its receive ring), and then the request completes at its first
+ * test(). */
+static ncclResult_t vp_irecv(struct braid_comm *c, struct braid_req *r, void *mem, bool *again) {
+  struct braid_vc *vc = vp_vc(c);
+  int rc = braid_vc_irecv(vc, r->slot[0].buf, r->slot[0].cap, mem, &r->vreq);
+  if (rc == 0 && r->hinted) r->early = braid_vc_detach(vc, r->vreq);
+  return vp_posted(c, rc, again);
+}
+
+static ncclResult_t vp_test(struct braid_comm *c, struct braid_req *r) {
+  struct braid_vc *vc = vp_vc(c);
+  size_t size = 0; /* an early receive's size is not known yet: 0 */
+  if (c->err) return c->err;
+  if (r->early ? braid_vc_progress(vc) : braid_vc_test(vc, r->vreq, &r->done, &size)) return vp_fail(c);
+  r->done |= r->early; /* its slot is the connection's now, maybe reused: never tested */
+  if (r->done && r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
+  return ncclSuccess;
+}
+
+static void vp_quiesce(struct braid_comm *c) {
+  struct vpath *p = c->path_state;
+  if (!p) return;
+  braid_vc_close(p->vc); /* its queue pairs fenced and drained: nothing lands after this */
+  p->vc = NULL;
+}
+
+static void vp_free(struct braid_comm *c) {
+  free(c->path_state);
+  c->path_state = NULL;
+}
+
+static bool vp_describe(struct braid_comm *c, uint64_t now) {
+  (void)now;
+  struct braid_vc *vc = vp_vc(c);
+  if (!vc) return false;
+  char d[2048];
+  braid_vc_describe(vc, d, sizeof d);
+  BRAID_WARN("  verbs: %s", d);
+  return true;
+}
+
+const struct braid_path_ops braid_verbs_path = {
+    .name = "verbs",
+    .max_recvs = 1,
+    .start = vp_start,
+    .ready = vp_ready,
+    .reg = vp_reg,
+    .dereg = vp_dereg,
+    .isend = vp_isend,
+    .irecv = vp_irecv,
+    .test = vp_test,
+    .quiesce = vp_quiesce,
+    .free = vp_free,
+    .describe = vp_describe,
+};
