@@ -5,8 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "nccl_plugin/common.h"
-
-#define BRAID_VERSION "0.1.0"
+#include "version.h"
 
 /* Device properties in one representation (a superset of every ABI version's). */
 struct braid_props {
@@ -49,10 +48,6 @@ ncclResult_t braid_net_close_listen(void *listen_comm);
 /* NCCL fuses physical devices devs[0..ndevs) into a virtual one, written to *d (max: the ABI
  * version's NCCL_NET_MAX_DEVS_PER_NIC). */
 ncclResult_t braid_net_make_vdevice(int *d, int ndevs, const int *devs, int max);
-/* The NICs of device dev (for CollNet's server connections); their count, or -1 (WARN) for an
- * invalid device. */
-struct braid_iface;
-int braid_net_device_rails(int dev, const struct braid_iface **out, int max);
 /* v11+ hints (peers, flows); accepted and logged, nothing depends on them yet. */
 ncclResult_t braid_net_set_attr(void *ctx, int32_t max_peers, int32_t max_flows, uint32_t ops);
 

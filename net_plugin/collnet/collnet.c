@@ -16,7 +16,8 @@
 #include "collnet/collnet_int.h"
 #include "topo/devices.h"
 #include "log.h"
-#include "api/net.h"
+#include "topo/devtable.h"
+#include "version.h"
 #include "nccl_plugin/net.h"
 #include "param.h"
 #include "reduce.h"
@@ -204,7 +205,7 @@ ncclResult_t braid_coll_finalize(void *ctx) {
   return ncclSuccess;
 }
 
-ncclResult_t braid_coll_devices(int *ndev) { return braid_net_devices(ndev); }
+ncclResult_t braid_coll_devices(int *ndev) { return braid_devtable_load(ndev); }
 
 static void put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -237,7 +238,7 @@ ncclResult_t braid_coll_listen(void *ctx, int dev, void *handle, void **listen_c
   (void)ctx;
   *listen_comm = NULL;
   int ndev = 0;
-  if (braid_net_devices(&ndev) != ncclSuccess || dev < 0 || dev >= ndev) {
+  if (braid_devtable_load(&ndev) != ncclSuccess || dev < 0 || dev >= ndev) {
     BRAID_WARN("CollNet listen on invalid device %d (%d devices)", dev, ndev);
     return ncclInvalidArgument;
   }
@@ -616,7 +617,7 @@ ncclResult_t braid_coll_connect(void *handles[], int nranks, int rank, void *lis
   memset(cc->my_weights, 255, sizeof cc->my_weights);
   ps_auth_session_id(nonces, nranks, H_NONCE, cc->session);
   const struct braid_iface *rails[BRAID_MAX_RAILS];
-  int nrails = braid_net_device_rails(l->dev, rails, BRAID_MAX_RAILS);
+  int nrails = braid_devtable_rails(l->dev, rails, BRAID_MAX_RAILS);
   if (nrails <= 0) {
     rc = ncclInvalidArgument;
     goto out;

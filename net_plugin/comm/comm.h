@@ -243,11 +243,6 @@ struct braid_comm {
   uint64_t test_calls;
 };
 
-/* Allocation and teardown shared by setup and data path. */
-struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstreams);
-/* After the streams' fds, rails and names are set: sockets tuned, data path state built. */
-ncclResult_t braid_comm_ready(struct braid_comm *c);
-void braid_comm_free(struct braid_comm *c);
 /* Marks the comm failed (first cause wins) and logs one WARN naming the peer. */
 ncclResult_t braid_comm_fail(struct braid_comm *c, ncclResult_t err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

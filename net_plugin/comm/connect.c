@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "comm/life.h"
 #include "comm/path.h"
 #include "comm/hs.h"
 #include "inputs.h"

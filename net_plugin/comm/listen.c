@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "comm/life.h"
 #include "comm/path.h"
 #include "comm/hs.h"
 #include "inputs.h"

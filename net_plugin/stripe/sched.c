@@ -249,6 +249,21 @@ int braid_sched_pick(const struct braid_sched *s, size_t bytes, size_t pending, 
   return braid_sched_pick_avoid(s, bytes, pending, 0, now_ns);
 }
 
+int braid_sched_pick_equal(const struct braid_sched *s, size_t bytes, unsigned *rr) {
+  for (int k = 0; k < s->nrails; k++) {
+    int i = (int)(*rr % (unsigned)s->nrails);
+    const rail_t *r = &s->rail[i];
+    if (r->state == BRAID_RAIL_DOWN) {
+      ++*rr;
+      continue;
+    }
+    if (r->inflight && r->inflight + bytes > braid_sched_cap(s, i)) return BRAID_SCHED_WAIT;
+    ++*rr;
+    return i;
+  }
+  return BRAID_SCHED_ALL_DOWN;
+}
+
 int braid_sched_pick_avoid(const struct braid_sched *s, size_t bytes, size_t pending,
                            uint32_t avoid, uint64_t now_ns) {
   if (braid_sched_count(s, BRAID_RAIL_DOWN) == s->nrails) return BRAID_SCHED_ALL_DOWN;

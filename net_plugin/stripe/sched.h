@@ -198,6 +198,11 @@ int braid_sched_init(struct braid_sched *s, int nrails, const struct braid_sched
  * and the same state, arguments and time always give the same answer. */
 int braid_sched_pick(const struct braid_sched *s, size_t bytes, size_t pending, uint64_t now_ns);
 
+/* BRAID_STRIPING=equal (for comparison with the scheduler): the next rail in turn that is not
+ * DOWN, once it has room for bytes (one chunk always fits an empty rail).  *rr is the caller's
+ * turn, kept between calls.  A rail, BRAID_SCHED_WAIT or BRAID_SCHED_ALL_DOWN. */
+int braid_sched_pick_equal(const struct braid_sched *s, size_t bytes, unsigned *rr);
+
 /* The same, never returning a rail r with bit r set in `avoid`: for a second copy of a chunk (a
  * hedge after LATE, or a re-send while an older copy may still arrive), pass the rails that
  * already hold a copy, so that two copies never share a rail (their acks could not be told

@@ -550,29 +550,13 @@ static ncclResult_t tx_split(struct braid_comm *c, struct braid_chunk *ck, uint3
   return ncclSuccess;
 }
 
-/* BRAID_STRIPING=equal (for comparison): the next live rail in turn, once it has room. */
-static int tx_pick_equal(struct braid_comm *c, size_t len) {
-  for (int k = 0; k < c->nrails; k++) {
-    int r = (int)(c->rr % (unsigned)c->nrails);
-    const struct braid_sched_rail *sr = &c->sched->rail[r];
-    if (sr->state == BRAID_RAIL_DOWN) {
-      c->rr++;
-      continue;
-    }
-    if (sr->inflight && sr->inflight + len > braid_sched_cap(c->sched, r)) return BRAID_SCHED_WAIT;
-    c->rr++;
-    return r;
-  }
-  return BRAID_SCHED_ALL_DOWN;
-}
-
 /* Hands ready chunks to the rails the scheduler picks (a slow rail may get a small piece). */
 static ncclResult_t tx_schedule(struct braid_comm *c, uint64_t now) {
   while (c->requeue.head && !c->err) {
     struct braid_chunk *ck = c->requeue.head;
     int rail;
     if (c->equal) {
-      rail = tx_pick_equal(c, ck->len);
+      rail = braid_sched_pick_equal(c->sched, ck->len, &c->rr);
     } else {
       rail = braid_sched_pick(c->sched, ck->len, c->pending_bytes, now);
       if (rail >= 0 && ck->len > TX_PROBE_LEN && braid_sched_probe_due(c->sched, rail, now)) {

@@ -20,6 +20,7 @@
 
 extern "C" {
 #include "comm/comm.h"
+#include "comm/life.h"
 #include "topo/ifaces.h"
 #include "log.h"
 #include "param.h"

@@ -333,17 +333,6 @@ static void s_write_done(struct braid_vc *vc, int r, uint64_t cookie, uint64_t n
   if (!vc->down[r]) braid_sched_acked(&vc->sched, r, len, c->sent_ns, now);
 }
 
-static int pick_equal(struct braid_vc *vc, size_t len) {
-  for (int k = 0; k < vc->nrails; k++) {
-    int r = (int)((vc->rr_equal + (unsigned)k) % (unsigned)vc->nrails);
-    if (vc->down[r]) continue;
-    if (vc->sched.rail[r].inflight + len > braid_sched_cap(&vc->sched, r) && vc->sched.rail[r].inflight) return -1;
-    vc->rr_equal = (unsigned)r + 1;
-    return r;
-  }
-  return -1;
-}
-
 /* Rails up but not ACTIVE (demoted or on probation), and rails up, as bit masks. */
 static uint32_t s_demoted(const struct braid_vc *vc) {
   uint32_t m = 0;
@@ -374,7 +363,8 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
       if (c->state != CH_UNSENT) continue;
       size_t off = (size_t)i * vc->chunk;
       size_t len = i + 1 < q->nch ? vc->chunk : q->size - off;
-      int r = vc->equal ? pick_equal(vc, len) : braid_sched_pick(&vc->sched, len, pending, now);
+      int r = vc->equal ? braid_sched_pick_equal(&vc->sched, len, &vc->rr_equal)
+                        : braid_sched_pick(&vc->sched, len, pending, now);
       if (r < 0 || vc->down[r]) return;
       uint32_t demoted = s_demoted(vc);
       if (!vc->equal && (demoted >> r & 1) && demoted != s_live(vc)) {
