@@ -1,4 +1,4 @@
-/* The data streams' handshake (wire.h: challenge, hello, reply), shared by set-up (connect.c,
+/* The data streams' handshake (wire/hello.h: challenge, hello, reply), shared by set-up (connect.c,
  * listen.c) and rejoin (rejoin.c).  docs/security.md says what it guarantees.
  *
  *   listener  -> connector  challenge: a fresh random nonce
@@ -19,7 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire/wire.h"
+#include "wire/handle.h"
+#include "wire/hello.h"
 
 /* One stream's handshake, connector side. */
 struct braid_hs_conn {
