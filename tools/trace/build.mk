@@ -2,7 +2,7 @@
 # obj macro and the TRACE_SRCS and TRACE definitions, before the $(TRACE) rule (e.g. next to
 # `include tools/perf/build.mk`).
 #
-# - libnccl-net-braidtrace.so: the Makefile's $(TRACE) recipe, plus net_plugin/abi.o (the
+# - libnccl-net-braidtrace.so: the Makefile's $(TRACE) recipe, plus the object of net_plugin/abi/abi.c (the
 #   exported ncclNetPlugin_v7..v12 tables, which call our braid_net_* functions) and minus the
 #   shape tool's files.
 # - braid-trace-shape: a program of its own (tools/trace/shape*.c).

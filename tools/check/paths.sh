@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Checks that every path into this tree that a source comment, script, build file or document
+# names (net_plugin/..., common/..., tools/..., test/..., bench/..., docs/..., ...) exists, so
+# that text naming files that were moved or removed fails `make test` instead of misleading.
+# Paths ending in "/" must be folders; <placeholders>, globs and build outputs are skipped.
+#   tools/check/paths.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+roots='net_plugin|common|tools|test|ps_offload|tuner_plugin|bench|docs|include|\.ci'
+bad=0 n=0
+while IFS=: read -r file line ref; do
+  n=$((n + 1))
+  ref=${ref%.}            # a sentence's full stop
+  ref=${ref%,}
+  case $ref in *'*'*|*'<'*|*'%'*|*'$'*|*'{'*) continue ;; esac
+  [ -e "$ref" ] && continue
+  echo "$file:$line: names $ref, which does not exist"
+  bad=$((bad + 1))
+done < <(git ls-files -- '*.c' '*.h' '*.cc' '*.sh' '*.mk' '*.md' Makefile .ci/run |
+           xargs grep -noE "(^|[^A-Za-z0-9_./-])($roots)/[A-Za-z0-9_./<>*%\${}-]*[A-Za-z0-9_/>*}]" |
+           sed -E "s/^([^:]+:[0-9]+:)[^A-Za-z.]?/\1/" | grep -vE ":bench/results|build/|\.o$")
+echo "paths: $n references checked, $bad to paths that do not exist"
+[ "$bad" = 0 ]
