@@ -9,8 +9,10 @@
 
 #include "log.h"
 #include "param.h"
+#include "transport/ofi/ofi_stream.h"
 #include "transport/verbs/verbs_conn.h"
 #include "transport/socket/sock.h"
+#include "transport/socket/sock_stream.h"
 #include "comm/rejoin.h"
 #include "stripe/telemetry.h"
 
@@ -57,9 +59,9 @@ ncclResult_t braid_comm_ready(struct braid_comm *c) {
     if (c->streams[i].fd >= 0) braid_sock_tune(c->streams[i].fd);
     else c->streams[i].dead = true; /* did not connect at set-up: rejoins later */
   }
-  if (c->ofi) {
-    if (braid_ofi_rxm() && c->chunk > BRAID_OFI_RXM_FRAME_MAX) c->chunk = BRAID_OFI_RXM_FRAME_MAX;
-    ncclResult_t rc = braid_ofi_link_start(c);
+  if (!c->verbs) { /* the streams carry the data (tx.c, rx.c) over sockets or libfabric */
+    c->sops = c->ofi ? &braid_ofi_stream_ops : &braid_sock_stream_ops;
+    ncclResult_t rc = c->sops->start(c);
     if (rc) return rc;
   }
   if (c->verbs) {
@@ -97,15 +99,13 @@ void braid_comm_free(struct braid_comm *c) {
   if (c->kind == BRAID_COMM_SEND) comm_summary(c);
   for (int r = 0; r < 16; r++) braid_telemetry_remove(c->stats[r]);
   braid_rejoin_free(c);
-  /* Endpoints first: nothing they posted may land in the buffers freed below. */
-  for (int i = 0; c->streams && i < c->nstreams; i++) braid_ofi_link_close(c, &c->streams[i]);
+  /* Streams' transports first: nothing they posted may land in the buffers freed below. */
+  for (int i = 0; c->sops && c->streams && i < c->nstreams; i++) c->sops->close(c, &c->streams[i]);
   braid_vc_close(c->vc); /* its queue pairs fenced and drained: nothing lands after this */
   braid_tx_free(c);
   braid_rx_free(c);
-  for (int i = 0; c->streams && i < c->nstreams; i++) {
+  for (int i = 0; c->streams && i < c->nstreams; i++)
     if (c->streams[i].fd >= 0) close(c->streams[i].fd);
-    for (int k = 0; k < BRAID_OFI_RX_DEPTH; k++) free(c->streams[i].ofi_rx[k].bounce);
-  }
   pthread_mutex_destroy(&c->ofi_lock);
   free(c->streams);
   free(c->reqs);
