@@ -9,18 +9,15 @@
 #include <sys/uio.h>
 
 #include "nccl_plugin/common.h"
-#include "stripe/ack_out.h"
 #include "topo/ifaces.h"
-#include "transport/ofi/ofi.h"
+#include "transport/stream.h"
 #include "wire/wire.h"
 
 #define BRAID_RECV_REQS 32            /* NCCL_NET_MAX_REQUESTS */
 #define BRAID_MAX_RECVS 8             /* largest grouped receive */
 #define BRAID_SEND_REQS (BRAID_RECV_REQS * BRAID_MAX_RECVS)
 #define BRAID_MSG_WINDOW 1024         /* receive-side messages tracked at once (power of 2) */
-#define BRAID_STAGE_BYTES 4096        /* receive staging: headers and small payloads */
-#define BRAID_SEND_BATCH 16           /* frames written by one writev */
-#define BRAID_OFI_RX_DEPTH 8          /* ofi: payload receives posted ahead per stream */
+#define BRAID_SEND_BATCH 16           /* frames queued per stream (sockets: written by one writev) */
 
 enum braid_comm_kind { BRAID_COMM_LISTEN = 0x4C, BRAID_COMM_SEND = 0x53, BRAID_COMM_RECV = 0x52 };
 enum braid_req_kind { BRAID_REQ_FREE = 0, BRAID_REQ_SEND, BRAID_REQ_RECV };
@@ -28,7 +25,6 @@ enum braid_req_kind { BRAID_REQ_FREE = 0, BRAID_REQ_SEND, BRAID_REQ_RECV };
 struct braid_comm;
 struct braid_chunk;
 struct braid_hs_conn;
-struct braid_ofi_ep;
 
 struct braid_recv_slot {
   char *buf;
@@ -105,23 +101,10 @@ struct braid_rxmsg {
   int nranges, cap_ranges;
 };
 
-/* ofi rx: one frame whose payload is being received (rx.c). */
-struct braid_ofi_rx {
-  struct braid_frame frame;
-  struct braid_rxmsg *msg; /* NULL when discarded */
-  char *dest;              /* where the payload belongs (NULL when discarded) */
-  bool discard;
-  uint8_t state;           /* BRAID_OFI_RX_TAKEN, _POSTED, _DONE; before its header _PRE, _EARLY */
-  bool preposted;          /* its receive was posted before its header came (full capacity) */
-  uint64_t tag;
-  char *bounce;            /* bounced: where the payload lands before being copied */
-  size_t bounce_cap;
-  struct braid_ofi_done early; /* _EARLY: the completion that came before the header */
-};
-enum { BRAID_OFI_RX_TAKEN, BRAID_OFI_RX_POSTED, BRAID_OFI_RX_DONE, BRAID_OFI_RX_PRE, BRAID_OFI_RX_EARLY };
-
+/* A stream: one connection of the comm on one rail.  Its transport (c->sops, transport/stream.h)
+ * keeps its own state behind tp; the rest is the data path's (tx.c, rx.c). */
 struct braid_stream {
-  int fd;
+  int fd;   /* its TCP socket: the data's (sockets), or the set-up socket kept open beside it */
   int rail;
   /* rejoin (rejoin.c): a broken or missing stream reconnected */
   int join_fd, join_state;
@@ -130,45 +113,19 @@ struct braid_stream {
   const char *rail_name; /* the local NIC, for logs */
   double rail_Bps;       /* its nominal speed */
   bool dead;               /* with acks: broken for good (error or reset); others carry on */
+  void *tp;                /* the transport's own state (sock_stream.h, ofi_stream.h) */
   /* send side */
   struct braid_txframe tx[BRAID_SEND_BATCH];
   int tx_head, tx_count;
-  size_t tx_done; /* bytes of tx[tx_head] (header + payload) already written */
-  char *rescue;   /* copy of a half-written frame's payload after its rail failed */
+  size_t tx_done; /* the transport's progress on tx[tx_head], 0 before it starts (sockets: bytes
+                     written; ofi: 1 once its header went) */
   struct braid_chunk_fifo unacked; /* with acks: chunks on this stream, in frame order */
   uint64_t frames_started, frames_acked, ignore_until;
-  uint8_t ack_stage[BRAID_FRAME_HDR_BYTES];
-  size_t ack_got;
+  uint64_t ack_ns;         /* when an acknowledgement last covered new frames */
   /* receive side */
-  uint8_t stage[BRAID_STAGE_BYTES];
-  size_t stage_off, stage_len;
-  bool in_frame;
-  bool frame_discard;      /* a duplicate or late frame: read and dropped */
-  struct braid_frame frame;
-  char *frame_dest;
-  size_t frame_left;
-  struct braid_rxmsg *frame_msg;
-  uint64_t stall_since_ns; /* when bytes in flight stopped moving, 0 when moving */
   bool eof;                /* the peer closed this stream */
   uint64_t frames_recvd, frames_ack_sent;
-  uint64_t held_sent; /* rx: the held_below this stream's last acknowledgement carried */
-  struct braid_ack_out ack_out; /* rx: an acknowledgement the socket took only part of */
-  /* ofi transport (ofi_link.c): the stream's endpoint; the socket only carries the endpoint
-   * names at set-up and shows, by closing, that the peer is gone */
-  struct braid_ofi_ep *ofi;
-  bool ofi_linked;                   /* the peer's endpoint address is known */
-  uint8_t ofi_name[2 + 256];         /* the peer's address as it arrives: length(2), bytes */
-  size_t ofi_name_got;
-  uint64_t ofi_tag;                  /* payload tag: frames sent (tx) or headers taken (rx) */
-  /* rx: frames whose headers were taken, oldest first, each with its payload receive posted
-   * (several at once, so the provider never holds a payload that has nowhere to go); over ofi_rxm
-   * followed by ofi_rx_pre receives posted ahead for the next frames (rx.c) */
-  struct braid_ofi_rx ofi_rx[BRAID_OFI_RX_DEPTH];
-  int ofi_rx_head, ofi_rx_count;
-  int ofi_rx_pre; /* receives posted ahead, after the taken ones: tags ofi_tag, ofi_tag + 1, ... */
-  uint64_t ofi_check_ns;             /* when the socket was last checked for the peer closing */
-  uint64_t poke_ns;                  /* tx: when the set-up socket's last poke went (0: never) */
-  uint64_t ack_ns;                   /* tx: when an acknowledgement last covered new frames */
+  uint64_t held_sent; /* the held_below this stream's last acknowledgement carried */
 };
 
 struct braid_sched;
@@ -184,10 +141,11 @@ struct braid_comm {
   int nprimary; /* rails of the device itself; the rest are borrowed backups */
   int nstreams;
   bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
-  bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_link.c) */
+  bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_stream.h) */
   const struct braid_path_ops *path; /* how its data moves (path.h) */
   void *path_state;                   /* the path's own state (the verbs path's) */
   pthread_mutex_t ofi_lock; /* streams' endpoint pointers: closing vs deregMr's forget */
+  const struct braid_stream_ops *sops; /* the streams' transport (stream path only) */
   struct braid_stream *streams;
   struct braid_req *reqs;
   int nreqs;
@@ -263,18 +221,6 @@ void braid_rx_free(struct braid_comm *c);
 ncclResult_t braid_tx_init(struct braid_comm *c);
 ncclResult_t braid_tx_send(struct braid_comm *c, struct braid_req *r);
 
-/* ofi transport (ofi_link.c).  Opens every stream's endpoint and sends its address on the
- * stream's socket (at set-up). */
-ncclResult_t braid_ofi_link_start(struct braid_comm *c);
-/* 1 when s can carry data (the peer's address arrived); 0 not yet; -1 when the stream broke
- * (the peer closed its socket, or no address in BRAID_TIMEOUT_MS): why says how. */
-int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
-                         size_t whylen);
-/* Memory being released: the comm's endpoints drop their registrations of it. */
-void braid_ofi_link_forget(struct braid_comm *c, const void *addr, size_t len);
-/* Closes s's endpoint (the fence: nothing it posted lands after this) and shuts its socket
- * down, so the peer sees the stream gone too. */
-void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s);
 
 /* Data path entry points (xfer.c).  mem: the buffers' registration by the comm's path (path.h
  * reg; NULL when the path needs none). */

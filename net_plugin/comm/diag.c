@@ -55,11 +55,13 @@ void braid_diag_streams(struct braid_comm *c, uint64_t now) {
                  s->dead ? " dead" : "", s->tx_count, s->unacked.count,
                  (unsigned long long)s->frames_started, (unsigned long long)s->frames_acked,
                  (unsigned long long)s->ignore_until);
-    else
-      BRAID_WARN("  stream %d (rail %d)%s: %s, %d ofi receives open (and %d posted ahead), frames "
-                 "received %llu, acknowledged %llu", i, s->rail, s->dead ? " dead" : s->eof ? " closed" : "",
-                 s->in_frame ? "in a frame" : "between frames", s->ofi_rx_count, s->ofi_rx_pre,
+    else {
+      char state[160] = "";
+      if (c->sops && s->tp) c->sops->rx_describe(s, state, sizeof state);
+      BRAID_WARN("  stream %d (rail %d)%s: %s, frames received %llu, acknowledged %llu", i, s->rail,
+                 s->dead ? " dead" : s->eof ? " closed" : "", state,
                  (unsigned long long)s->frames_recvd, (unsigned long long)s->frames_ack_sent);
+    }
   }
   if (c->kind != BRAID_COMM_SEND)
     BRAID_WARN("  receive side: next message to match %llu, %d receives waiting for a message, "

@@ -85,10 +85,8 @@ void braid_comm_free(struct braid_comm *c) {
   /* Endpoints first: nothing they posted may land in the buffers freed below. */
   c->path->quiesce(c);
   c->path->free(c);
-  for (int i = 0; c->streams && i < c->nstreams; i++) {
+  for (int i = 0; c->streams && i < c->nstreams; i++)
     if (c->streams[i].fd >= 0) close(c->streams[i].fd);
-    for (int k = 0; k < BRAID_OFI_RX_DEPTH; k++) free(c->streams[i].ofi_rx[k].bounce);
-  }
   pthread_mutex_destroy(&c->ofi_lock);
   free(c->streams);
   free(c->reqs);

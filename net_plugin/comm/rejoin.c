@@ -14,6 +14,7 @@
 #include "log.h"
 #include "stripe/sched.h"
 #include "transport/socket/sock.h"
+#include "transport/socket/sock_stream.h"
 
 #define JOIN_BACKOFF_MIN_NS 100000000ull   /* first retry after 100 ms ... */
 #define JOIN_BACKOFF_MAX_NS 2000000000ull  /* ... doubling up to 2 s */
@@ -51,10 +52,8 @@ static void join_revive(struct braid_comm *c, struct braid_stream *s, uint64_t n
   braid_sock_tune(s->fd);
   braid_sock_short_queue(s->fd);
   s->tx_count = 0, s->tx_done = 0;
-  free(s->rescue);
-  s->rescue = NULL;
+  braid_sock_stream_renew(s);
   s->frames_started = s->frames_acked = s->ignore_until = 0;
-  s->ack_got = 0;
   s->dead = false;
   BRAID_WARN("send stream %d (rail %d, %s) to %s reconnected", (int)(s - c->streams), s->rail,
              s->rail_name, c->peer);
@@ -149,12 +148,8 @@ static void join_replace(struct braid_comm *c, int i, const struct braid_hello *
   s->fd = c->join[i].fd;
   c->join[i] = c->join[--c->njoin];
   braid_sock_tune(s->fd);
-  s->stage_off = s->stage_len = 0;
-  s->in_frame = s->frame_discard = false; /* a frame half read from the old socket is dropped */
-  s->frame_msg = NULL;
+  braid_sock_stream_renew(s); /* a frame half read from the old socket is dropped */
   s->frames_recvd = s->frames_ack_sent = 0;
-  braid_ack_out_reset(&s->ack_out); /* the rest of an acknowledgement was for the old socket */
-  s->stall_since_ns = 0;
   s->eof = s->dead = false;
   BRAID_WARN("receive stream %d (rail %d, %s) from %s rejoined", (int)h->stream, s->rail,
              s->rail_name, c->peer);

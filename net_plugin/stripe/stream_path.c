@@ -3,14 +3,15 @@
 #include "comm/comm.h"
 #include "comm/diag.h"
 #include "comm/path.h"
-#include "transport/ofi/ofi.h"
+#include "transport/ofi/ofi_stream.h"
+#include "transport/socket/sock_stream.h"
+#include "transport/stream.h"
 
+/* The streams' transport (transport/stream.h): set-up chose libfabric or TCP sockets (c->ofi). */
 static ncclResult_t stream_start(struct braid_comm *c) {
-  if (c->ofi) {
-    if (braid_ofi_rxm() && c->chunk > BRAID_OFI_RXM_FRAME_MAX) c->chunk = BRAID_OFI_RXM_FRAME_MAX;
-    ncclResult_t rc = braid_ofi_link_start(c);
-    if (rc) return rc;
-  }
+  c->sops = c->ofi ? &braid_ofi_stream_ops : &braid_sock_stream_ops;
+  ncclResult_t rc = c->sops->start(c);
+  if (rc) return rc;
   return c->kind == BRAID_COMM_SEND ? braid_tx_init(c) : braid_rx_init(c);
 }
 
@@ -21,7 +22,7 @@ static int stream_ready(struct braid_comm *c) {
 
 static void stream_dereg(struct braid_comm *c, void *data, size_t size, void *mem) {
   (void)mem;
-  braid_ofi_link_forget(c, data, size); /* the ofi endpoints' cached registrations */
+  c->sops->forget(c, data, size); /* e.g. the ofi endpoints' cached registrations */
 }
 
 static ncclResult_t stream_isend(struct braid_comm *c, struct braid_req *r, void *mem, bool *again) {
@@ -52,7 +53,7 @@ static ncclResult_t stream_test(struct braid_comm *c, struct braid_req *r) {
 }
 
 static void stream_quiesce(struct braid_comm *c) {
-  for (int i = 0; c->streams && i < c->nstreams; i++) braid_ofi_link_close(c, &c->streams[i]);
+  for (int i = 0; c->sops && c->streams && i < c->nstreams; i++) c->sops->close(c, &c->streams[i]);
 }
 
 static void stream_free(struct braid_comm *c) {

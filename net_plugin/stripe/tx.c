@@ -13,22 +13,17 @@
  * send completes before its acknowledgement, small ones included: NCCL calls test() only on
  * sends it has not seen complete, and those calls are what place and re-send chunks, so a send
  * reported done with a chunk still queued could leave the receiver waiting for ever. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 
 #include "comm/comm.h"
 #include "log.h"
-#include "transport/ofi/ofi.h"
 #include "param.h"
 #include "comm/rejoin.h"
 #include "stripe/sched.h"
-#include "transport/socket/sock.h"
 #include "stripe/telemetry.h"
+#include "transport/stream.h"
 
 #define TX_PROBE_LEN (16u << 10) /* a slow rail is offered pieces this small */
 #define TX_TICK_NS 1000000ull
@@ -56,113 +51,15 @@ static void tx_encode(struct braid_txframe *f, uint64_t seq, uint64_t off, size_
   f->len = len;
 }
 
-/* A frame of r (len payload bytes) is fully in the socket, or its ofi send completed. */
-static void tx_written_req(struct braid_comm *c, struct braid_req *r, size_t len) {
+/* A frame of r (len payload bytes) is out: whole in the socket, or its payload's send completed
+ * (the transport calls this). */
+void braid_tx_written(struct braid_comm *c, struct braid_req *r, size_t len) {
   if (c->acks) return; /* completion comes with the acknowledgement */
   if (c->stats[0]) {
     atomic_fetch_add_explicit(&c->stats[0]->bytes, len, memory_order_relaxed);
     atomic_fetch_add_explicit(&c->stats[0]->chunks, 1, memory_order_relaxed);
   }
   if (--r->frames_out == 0 && r->all_queued) r->done = true;
-}
-
-static void tx_written(struct braid_comm *c, struct braid_txframe *f) {
-  tx_written_req(c, f->req, f->len);
-}
-
-/* ofi: frames posted as header + tagged payload (ofi.h); tx_done 1 marks a frame whose header
- * went and whose payload waits for room.  Without acks a frame counts as written when its payload
- * send completes (then NCCL may reuse the buffer).  0, or an errno after an endpoint error. */
-static int tx_write_ofi(struct braid_comm *c, struct braid_stream *s) {
-  if (!s->ofi_linked) return 0;
-  while (s->tx_count > 0) {
-    struct braid_txframe *f = &s->tx[s->tx_head];
-    if (!s->tx_done) {
-      int rc = braid_ofi_send_hdr(s->ofi, f->hdr);
-      if (rc == -EAGAIN) return 0;
-      if (rc) return EIO;
-      s->tx_done = 1;
-      s->frames_started++;
-    }
-    if (f->len) {
-      int rc = braid_ofi_send_payload(s->ofi, f->payload, f->len, s->ofi_tag,
-                                      c->acks ? NULL : f->req);
-      if (rc == -EAGAIN) return 0;
-      if (rc) return EIO;
-    } else {
-      tx_written(c, f);
-    }
-    s->ofi_tag++;
-    s->tx_done = 0;
-    s->tx_head = (s->tx_head + 1) % BRAID_SEND_BATCH;
-    s->tx_count--;
-  }
-  return 0;
-}
-
-/* ofi: the link's state, then s's completions (payload sends; acknowledgement headers stay
- * queued for tx_read_acks).  1 ready, 0 not linked yet, -1 broken with the reason in why. */
-static int tx_poll_ofi(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
-                       size_t whylen) {
-  int lk = braid_ofi_link_ready(c, s, now, why, whylen);
-  if (lk <= 0) return lk;
-  struct braid_ofi_done d[32];
-  int n;
-  do {
-    n = braid_ofi_progress(s->ofi, d, 32);
-    if (n < 0) return snprintf(why, whylen, "%s", braid_ofi_error(s->ofi)), -1;
-    for (int i = 0; i < n; i++) {
-      if (d[i].status != BRAID_OFI_OK) return snprintf(why, whylen, "%s", braid_ofi_error(s->ofi)), -1;
-      if (d[i].ctx) tx_written_req(c, d[i].ctx, d[i].len);
-    }
-  } while (n == 32);
-  return 1;
-}
-
-/* Writes as much of s's batch as the socket takes.  0, or an errno after a hard error. */
-static int tx_write(struct braid_comm *c, struct braid_stream *s) {
-  if (s->ofi) return tx_write_ofi(c, s);
-  while (s->tx_count > 0) {
-    struct iovec iov[2 * BRAID_SEND_BATCH];
-    int niov = 0;
-    size_t total = 0, skip = s->tx_done;
-    for (int i = 0; i < s->tx_count; i++) {
-      struct braid_txframe *f = &s->tx[(s->tx_head + i) % BRAID_SEND_BATCH];
-      const char *parts[2] = {(const char *)f->hdr, f->payload};
-      size_t lens[2] = {BRAID_FRAME_HDR_BYTES, f->len};
-      for (int k = 0; k < 2; k++) {
-        size_t off = skip < lens[k] ? skip : lens[k];
-        skip -= off;
-        if (lens[k] == off) continue;
-        iov[niov].iov_base = (void *)(parts[k] + off);
-        iov[niov].iov_len = lens[k] - off;
-        total += iov[niov++].iov_len;
-      }
-    }
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
-    ssize_t n = sendmsg(s->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : errno;
-    }
-    size_t left = (size_t)n;
-    while (left > 0) {
-      struct braid_txframe *f = &s->tx[s->tx_head];
-      if (s->tx_done == 0) s->frames_started++; /* its first byte goes out now */
-      size_t rest = BRAID_FRAME_HDR_BYTES + f->len - s->tx_done;
-      if (left < rest) {
-        s->tx_done += left;
-        break;
-      }
-      left -= rest;
-      s->tx_done = 0;
-      tx_written(c, f);
-      s->tx_head = (s->tx_head + 1) % BRAID_SEND_BATCH;
-      s->tx_count--;
-    }
-    if ((size_t)n < total) return 0; /* socket full */
-  }
-  return 0;
 }
 
 /* ---------- one stream: frames cut in order, complete when written ---------- */
@@ -188,9 +85,9 @@ static bool tx_pull(struct braid_comm *c, struct braid_stream *s) {
 static ncclResult_t tx_progress_single(struct braid_comm *c) {
   struct braid_stream *s = &c->streams[0];
   if (c->metrics) braid_telemetry_tick(braid_now_ns());
-  if (c->ofi) {
+  if (c->sops->tx_poll) { /* the link's state and earlier writes' completions */
     char why[300];
-    int rc = tx_poll_ofi(c, s, braid_now_ns(), why, sizeof why);
+    int rc = c->sops->tx_poll(c, s, braid_now_ns(), why, sizeof why);
     if (rc < 0) return braid_comm_fail(c, ncclRemoteError, "send failed: %s", why);
     if (rc == 0) return ncclSuccess;
   }
@@ -201,7 +98,7 @@ static ncclResult_t tx_progress_single(struct braid_comm *c) {
     if (s->tx_count == 0) return ncclSuccess;
     int before = s->tx_count;
     size_t done_before = s->tx_done;
-    int err = tx_write(c, s);
+    int err = c->sops->tx_write(c, s);
     if (err) return braid_comm_fail(c, ncclRemoteError, "send failed: %s", strerror(err));
     if (s->tx_count == before && s->tx_done == done_before) return ncclSuccess; /* full */
     if (s->tx_count > 0) return ncclSuccess; /* partly written: socket full */
@@ -307,42 +204,14 @@ static void tx_log_event(struct braid_comm *c, const struct braid_sched_event *e
             e->est_Bps * 8e-6, e->ref_Bps * 8e-6, (double)(e->at_ns - c->start_ns) * 1e-9);
 }
 
-/* A rail broke: its unacknowledged chunks go back to the front of the ready queue.  A half-written
- * frame is finished later from a copy if the rail comes back (the receiver then drops it as a
- * duplicate), so the stream's framing survives. */
+/* A rail broke: its unacknowledged chunks go back to the front of the ready queue.  A frame
+ * partly out stays at the head of its stream's batch if the transport must finish it (the
+ * receiver then drops it as a duplicate), so the stream's framing survives. */
 static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
   braid_sched_failed(c->sched, rail, now);
   for (int i = rail; i < c->nstreams; i += c->nrails) {
     struct braid_stream *s = &c->streams[i];
-    int keep = 0;
-    if (s->ofi) {
-      /* A broken stream (a provider error, the peer gone) is fenced for good: nothing posted on
-       * it is sent after this.  A stalled one stays open (the peer may only be slow to post
-       * receives): it is revived when its acknowledgements flow again; the receiver drops
-       * whatever copies then arrive twice. */
-      if (s->dead) {
-        braid_ofi_link_close(c, s);
-        s->tx_done = 0;
-      } else if (s->tx_count && s->tx_done) {
-        /* Its header went: the payload must follow (the receiver waits for that tag), from the
-         * request's buffer, which stays valid until the chunk's re-sent copy is acknowledged. */
-        s->tx[s->tx_head].chunk = NULL;
-        keep = 1;
-      }
-    } else if (s->tx_count && s->tx_done && !s->tx[s->tx_head].chunk) {
-      keep = 1; /* already finishing from its rescue copy */
-    } else if (s->tx_count && s->tx_done) {
-      struct braid_txframe *f = &s->tx[s->tx_head];
-      size_t sent_payload = s->tx_done > BRAID_FRAME_HDR_BYTES ? s->tx_done - BRAID_FRAME_HDR_BYTES : 0;
-      free(s->rescue);
-      s->rescue = malloc(f->len ? f->len : 1);
-      if (s->rescue && f->len) memcpy(s->rescue + sent_payload, f->payload + sent_payload, f->len - sent_payload);
-      if (!s->rescue) s->dead = true; /* cannot finish the frame: never write here again */
-      f->payload = s->rescue;
-      f->chunk = NULL;
-      keep = 1;
-    }
-    s->tx_count = keep;
+    s->tx_count = c->sops->tx_failed(c, s);
     for (struct braid_chunk *ck = s->unacked.head; ck; ck = ck->next) c->pending_bytes += ck->len;
     if (rail < 16 && c->stats[rail]) atomic_fetch_add(&c->stats[rail]->resent, s->unacked.count);
     fifo_prepend(&c->requeue, &s->unacked);
@@ -350,7 +219,7 @@ static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
   }
 }
 
-/* A stream's socket failed for good: logged once, its rail's chunks go to the others. */
+/* A stream failed for good: logged once, its rail's chunks go to the others. */
 static void tx_stream_broken(struct braid_comm *c, struct braid_stream *s, const char *why,
                              uint64_t now) {
   if (!s->dead)
@@ -360,56 +229,34 @@ static void tx_stream_broken(struct braid_comm *c, struct braid_stream *s, const
   tx_fail_rail(c, s->rail, now);
 }
 
-/* ofi: a poke still unacknowledged this long after it went, with TCP retransmitting it, shows a
- * dead path.  Linux retransmits first after at least 200 ms; a live path (even one whose queue
- * drops a packet now and then) has acknowledged the retransmission well before 300 ms. */
-#define TX_POKE_DEAD_NS 300000000ull
-#define TX_POKE_STALE_NS 1500000000ull
-
-/* ofi: pokes rail's set-up sockets (sock.h), one unacknowledged poke at a time, so that a stall
- * can be told apart from a slow rail: the provider's own connections are out of sight. */
+/* Keeps evidence of a suspect rail's path coming, where the transport needs it (late_suspect:
+ * one poke in flight at a time on each stream). */
 static void tx_poke(struct braid_comm *c, int rail, uint64_t now) {
-  if (!c->ofi) return;
   for (int i = rail; i < c->nstreams; i += c->nrails) {
     struct braid_stream *s = &c->streams[i];
-    if (s->dead || s->fd < 0 || !s->ofi_linked) continue;
-    int rc = braid_sock_poke(s->fd);
-    if (rc == 0) s->poke_ns = now;
-    else if (rc < 0) {
-      char why[128];
-      snprintf(why, sizeof why, "set-up socket failed: %s", strerror(errno));
-      tx_stream_broken(c, s, why, now);
-    }
+    if (s->dead) continue;
+    char why[128];
+    if (c->sops->poke(c, s, now, why, sizeof why) < 0) tx_stream_broken(c, s, why, now);
   }
 }
 
-/* Whether rail's path shows dead.  Sockets: data the peer's kernel has not acknowledged and the
- * retransmission timer firing (on an overloaded host that can be spurious: then a rail flaps,
- * but the last live one is never failed this way).  ofi: the same for a poke on the set-up
- * socket, TX_POKE_DEAD_NS after it went.  A peer whose application is merely slow (not posting
- * receives: a straggler, a checkpoint) still has its kernel acknowledge, or advertise a full
- * window, and is never failed for it; nor is a slow rail, whose queue the poke waits behind at
- * most briefly (it does not share the provider's connection). */
+/* Whether rail's path shows dead (the transport's view of its streams' paths: stream.h). */
 static bool tx_path_dead(struct braid_comm *c, int rail, uint64_t now) {
   for (int i = rail; i < c->nstreams; i += c->nrails) {
     struct braid_stream *s = &c->streams[i];
-    if (s->dead || s->fd < 0) continue;
-    /* A poke from before the rail's last acknowledgement can still wait for TCP's backed-off
-     * retransmission timer long after the path came back: it counts again only once the rail
-     * has been silent for TX_POKE_STALE_NS (a path that fails again before that timer fires). */
-    bool stale = s->ack_ns > s->poke_ns && now - s->ack_ns < TX_POKE_STALE_NS;
-    if (c->ofi && (!s->poke_ns || now - s->poke_ns < TX_POKE_DEAD_NS || stale)) continue;
-    if (braid_sock_retransmitting(s->fd)) return true;
+    if (s->dead) continue;
+    if (c->sops->path_dead(c, s, now)) return true;
   }
   return false;
 }
 
-/* Rails the scheduler called stalled (ofi: late): failed once their path shows dead, forgiven once
- * acks flow. */
+/* Rails the scheduler called stalled (late_suspect transports: late): failed once their path
+ * shows dead, forgiven once acks flow. */
 static void tx_check_suspects(struct braid_comm *c, uint64_t now) {
   for (int r = 0; r < c->nrails && c->suspect; r++) {
     if (!(c->suspect >> r & 1u)) continue;
-    bool silent = braid_sched_stalled(c->sched, r, now) || (c->ofi && braid_sched_late(c->sched, r, now));
+    bool silent = braid_sched_stalled(c->sched, r, now) ||
+                  (c->sops->late_suspect && braid_sched_late(c->sched, r, now));
     if (c->sched->rail[r].state == BRAID_RAIL_DOWN || !silent) {
       c->suspect &= ~(1u << r);
     } else if (tx_path_dead(c, r, now) && braid_sched_count(c->sched, BRAID_RAIL_DOWN) < c->nrails - 1) {
@@ -422,40 +269,26 @@ static void tx_check_suspects(struct braid_comm *c, uint64_t now) {
   }
 }
 
-static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s, uint64_t now);
+static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s,
+                           const uint8_t hdr[BRAID_FRAME_HDR_BYTES], uint64_t now);
 
-/* ofi: the link's state, completions, then the acknowledgement headers that arrived. */
-static ncclResult_t tx_read_acks_ofi(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
-  char why[300];
-  int rc = tx_poll_ofi(c, s, now, why, sizeof why);
-  if (rc <= 0) {
-    if (rc < 0) tx_stream_broken(c, s, why, now);
-    return ncclSuccess;
-  }
-  const uint8_t *h;
-  while (!s->dead && (h = braid_ofi_hdr_peek(s->ofi))) {
-    memcpy(s->ack_stage, h, sizeof s->ack_stage);
-    braid_ofi_hdr_consume(s->ofi);
-    if (tx_ack(c, s, now)) return c->err;
-  }
-  return ncclSuccess;
-}
-
-/* Reads acknowledgements on s; returns 0 or an error. */
+/* Reads acknowledgements on s (first the link's state and completions, where the transport has
+ * them); returns 0 or an error. */
 static ncclResult_t tx_read_acks(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
-  if (s->ofi) return tx_read_acks_ofi(c, s, now);
-  for (;;) {
-    ssize_t n = recv(s->fd, s->ack_stage + s->ack_got, sizeof s->ack_stage - s->ack_got, MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      tx_stream_broken(c, s, n == 0 ? "peer closed it" : strerror(errno), now);
+  char why[300];
+  if (c->sops->tx_poll) {
+    int rc = c->sops->tx_poll(c, s, now, why, sizeof why);
+    if (rc <= 0) {
+      if (rc < 0) tx_stream_broken(c, s, why, now);
       return ncclSuccess;
     }
-    if (n < 0) return ncclSuccess;
-    s->ack_got += (size_t)n;
-    if (s->ack_got < sizeof s->ack_stage) continue;
-    s->ack_got = 0;
-    if (tx_ack(c, s, now)) return c->err;
   }
+  uint8_t hdr[BRAID_FRAME_HDR_BYTES];
+  int rc = 0;
+  while (!s->dead && (rc = c->sops->read_ack(c, s, hdr, why, sizeof why)) > 0)
+    if (tx_ack(c, s, hdr, now)) return c->err;
+  if (rc < 0) tx_stream_broken(c, s, why, now);
+  return ncclSuccess;
 }
 
 /* A chunk whose message the receiver holds: its send is done, this copy only still travels. */
@@ -488,11 +321,12 @@ static void tx_release_held(struct braid_comm *c) {
       if (ck->seq < below) tx_detach(ck);
 }
 
-/* One acknowledgement, in s->ack_stage. */
-static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
+/* One acknowledgement, hdr. */
+static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s,
+                           const uint8_t hdr[BRAID_FRAME_HDR_BYTES], uint64_t now) {
   struct braid_frame f;
   char why[128];
-  if (braid_frame_decode(s->ack_stage, &f, why, sizeof why) != 0 || f.type != BRAID_FRAME_ACK ||
+  if (braid_frame_decode(hdr, &f, why, sizeof why) != 0 || f.type != BRAID_FRAME_ACK ||
       f.seq > s->frames_started || f.seq < s->frames_acked || f.offset > c->next_seq)
     return braid_comm_fail(c, ncclRemoteError, "garbled acknowledgement on rail %d", s->rail);
   uint64_t from = s->frames_acked > s->ignore_until ? s->frames_acked : s->ignore_until;
@@ -531,7 +365,7 @@ static int tx_place(struct braid_comm *c, struct braid_chunk *ck, int rail, uint
   tx_encode(f, ck->seq, ck->offset, ck->len, ck->size, ck->tag, ck->data);
   fifo_push(&s->unacked, ck);
   braid_sched_sent(c->sched, rail, ck->len, now);
-  int err = tx_write(c, s);
+  int err = c->sops->tx_write(c, s);
   if (err) tx_stream_broken(c, s, strerror(err), now);
   return 0;
 }
@@ -575,7 +409,7 @@ static ncclResult_t tx_schedule(struct braid_comm *c, uint64_t now) {
 
 static ncclResult_t tx_progress_rails(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
-  if (!c->ofi) braid_rejoin_connect(c, now);
+  if (c->sops->rejoin) braid_rejoin_connect(c, now);
   /* Acknowledgements are read every call while chunks wait for room, else every 20 us. */
   bool read_acks = c->requeue.head || now - c->last_ack_read_ns >= 20000;
   if (read_acks) c->last_ack_read_ns = now;
@@ -583,7 +417,7 @@ static ncclResult_t tx_progress_rails(struct braid_comm *c) {
     struct braid_stream *s = &c->streams[i];
     if (s->dead) continue;
     if (read_acks) tx_read_acks(c, s, now);
-    int err = s->tx_count ? tx_write(c, s) : 0;
+    int err = s->tx_count ? c->sops->tx_write(c, s) : 0;
     if (err) tx_stream_broken(c, s, strerror(err), now);
   }
   if (c->err) return c->err;
@@ -593,11 +427,12 @@ static ncclResult_t tx_progress_rails(struct braid_comm *c) {
     int n = braid_sched_tick(c->sched, now, ev, 8);
     for (int i = 0; i < n; i++) {
       tx_log_event(c, &ev[i]);
-      /* Sockets: a stall verdict, then the data sockets' kernel view.  ofi: LATE already (tens
-       * of ms into a silence), then a poke's fate: the verdict, which scales with an estimate
-       * that can be far off (the first sample includes the provider's connection set-up and the
-       * peer's first receive), is not needed where there is evidence. */
-      if (ev[i].reason == BRAID_SCHED_STALLED || (c->ofi && ev[i].reason == BRAID_SCHED_LATE)) {
+      /* A stall verdict, then the transport's view of the path (the data sockets' kernel view).
+       * late_suspect transports: LATE already (tens of ms into a silence), then a poke's fate:
+       * the verdict, which scales with an estimate that can be far off (the first sample
+       * includes the provider's connection set-up and the peer's first receive), is not needed
+       * where there is evidence. */
+      if (ev[i].reason == BRAID_SCHED_STALLED || (c->sops->late_suspect && ev[i].reason == BRAID_SCHED_LATE)) {
         c->suspect |= 1u << ev[i].rail;
         tx_poke(c, ev[i].rail, now);
       }
@@ -635,7 +470,6 @@ ncclResult_t braid_tx_init(struct braid_comm *c) {
     if (!up) braid_sched_failed(c->sched, r, braid_now_ns());
   }
   c->equal = !strcmp(braid_param_str(BRAID_P_STRIPING), "equal");
-  for (int i = 0; i < c->nstreams; i++) braid_sock_short_queue(c->streams[i].fd);
   return ncclSuccess;
 }
 
@@ -644,7 +478,6 @@ void braid_tx_free(struct braid_comm *c) {
     struct braid_stream *s = &c->streams[i];
     struct braid_chunk *ck;
     while ((ck = fifo_pop(&s->unacked))) ck_free(c, ck);
-    free(s->rescue);
   }
   struct braid_chunk *ck;
   while ((ck = fifo_pop(&c->requeue))) ck_free(c, ck);

@@ -1,5 +1,5 @@
 /* libFuzzer target: the receive path's message and byte-range logic (net_plugin/stripe/rx.c, compiled
- * in), driven through braid_rx_post / braid_rx_progress on a comm of 1 to 4 socket streams (one
+ * in with the socket stream transport), driven through braid_rx_post / braid_rx_progress on a comm of 1 to 4 socket streams (one
  * stream: no acknowledgements, frames in order; several: acknowledgements, any chunk on any
  * stream, re-sends cut into other pieces, duplicates, late copies).
  *
@@ -35,6 +35,7 @@
 #include "stripe/ack_out.h"
 #include "comm/comm.h"
 #include "net_stubs.h"
+#include "transport/socket/sock_stream.h"
 #include "wire/wire.h"
 
 #include "fuzz_check.h"
@@ -167,8 +168,8 @@ static bool loose; /* an attacker's frame may have defined a message: pairing an
 static size_t consumed(int i) {
   int pending = 0;
   if (ioctl(c->streams[i].fd, FIONREAD, &pending) != 0) pending = 0;
-  struct braid_stream *s = &c->streams[i];
-  return hs[i].q_sent - (size_t)pending - (s->stage_len - s->stage_off);
+  const struct braid_sock_stream *ss = c->streams[i].tp;
+  return hs[i].q_sent - (size_t)pending - (ss->stage_len - ss->stage_off);
 }
 
 /* The comm failed: was it allowed to? */
@@ -487,6 +488,8 @@ static void setup(uint8_t cfg) {
     CHECK(fr);
     hs[i] = (struct hstream){.fd = sv[1], .bad_at = -1, .frames = fr};
   }
+  c->sops = &braid_sock_stream_ops;
+  CHECK(c->sops->start(c) == ncclSuccess);
   CHECK(braid_rx_init(c) == ncclSuccess);
   braid_ack_send = short_ack_send;
   ack_send_budget = -1;
@@ -494,6 +497,7 @@ static void setup(uint8_t cfg) {
 
 static void teardown(void) {
   for (int i = 0; i < nstreams; i++) {
+    c->sops->close(c, &c->streams[i]);
     close(c->streams[i].fd);
     close(hs[i].fd);
     free(hs[i].q);

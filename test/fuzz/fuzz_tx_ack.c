@@ -1,5 +1,5 @@
 /* libFuzzer target: acknowledgement handling on the send side (net_plugin/stripe/tx.c's tx_ack, with the
- * rail scheduler sched.c, compiled in), driven through braid_tx_send / braid_tx_progress on a
+ * rail scheduler sched.c and the socket stream transport, compiled in), driven through braid_tx_send / braid_tx_progress on a
  * comm of 2 to 4 socket streams (acknowledgements on).
  *
  * The input is a script: a configuration byte, then commands (an opcode byte and its argument
@@ -27,6 +27,7 @@
 #include "comm/comm.h"
 #include "net_stubs.h"
 #include "stripe/sched.h"
+#include "transport/socket/sock_stream.h"
 #include "wire/wire.h"
 
 #include "fuzz_check.h"
@@ -269,12 +270,15 @@ static void setup(uint8_t cfg) {
     CHECK(fr);
     hs[i] = (struct hstream){.fd = sv[1], .frames = fr};
   }
+  c->sops = &braid_sock_stream_ops;
+  CHECK(c->sops->start(c) == ncclSuccess);
   CHECK(braid_tx_init(c) == ncclSuccess);
 }
 
 static void teardown(void) {
   braid_tx_free(c);
   for (int i = 0; i < nstreams; i++) {
+    c->sops->close(c, &c->streams[i]);
     close(c->streams[i].fd);
     if (!hs[i].closed) close(hs[i].fd);
   }

@@ -27,12 +27,15 @@ mkdir -p "$OUT/artifacts"
 PS_ENGINE=(ps_offload/session.c ps_offload/conn.c ps_offload/proto.c ps_offload/auth.c ps_offload/reduce.c ps_offload/reduce_x86.c
            common/dynlib.c common/sodium_lib.c)
 WIRE=(net_plugin/wire/*.c) # every wire format (net_plugin/wire/wire.h)
+DATA_PATH=(net_plugin/stripe/rx.c net_plugin/stripe/tx.c net_plugin/stripe/sched.c net_plugin/stripe/ack_out.c
+           "${WIRE[@]}" net_plugin/transport/socket/sock_stream.c net_plugin/transport/socket/sock_tx.c
+           net_plugin/transport/socket/sock_rx.c)
 for t in "${TARGETS[@]}"; do
   srcs=("${WIRE[@]}") libs=()
   [ "$t" = fuzz_ps_frames ] && srcs=("${PS_ENGINE[@]}") libs=(-lpthread)
-  # the data path's state machines, compiled in with stand-ins for the rest (test/fuzz/net_stubs.c)
-  [ "$t" = fuzz_rx ] && srcs=(test/fuzz/net_stubs.c net_plugin/stripe/rx.c "${WIRE[@]}" net_plugin/stripe/ack_out.c)
-  [ "$t" = fuzz_tx_ack ] && srcs=(test/fuzz/net_stubs.c net_plugin/stripe/tx.c net_plugin/stripe/sched.c "${WIRE[@]}") libs=(-lm)
+  # the data path's state machines over the socket stream transport, compiled in with stand-ins
+  # for the rest (test/fuzz/net_stubs.c)
+  [ "$t" = fuzz_rx ] || [ "$t" = fuzz_tx_ack ] && srcs=(test/fuzz/net_stubs.c "${DATA_PATH[@]}") libs=(-lm)
   [ "$t" = fuzz_verbs_ctl ] && srcs=(test/fuzz/net_stubs.c net_plugin/transport/verbs/verbs_conn.c net_plugin/stripe/sched.c) libs=(-lm) # fake endpoint in the target
   [ "$t" = fuzz_collnet_client ] && srcs=(test/fuzz/net_stubs.c net_plugin/collnet/collnet_op.c ps_offload/assign.c ps_offload/proto.c
     ps_offload/reduce.c ps_offload/reduce_x86.c ps_offload/auth.c common/dynlib.c common/sodium_lib.c) libs=(-lm -ldl -lpthread)

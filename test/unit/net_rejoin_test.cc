@@ -26,6 +26,7 @@ extern "C" {
 #include "param.h"
 #include "comm/rejoin.h"
 #include "sodium_lib.h"
+#include "transport/socket/sock_stream.h"
 }
 #include "wire_watch.h"
 
@@ -81,6 +82,10 @@ class Rejoin : public ::testing::Test {
     tx_->streams[kDead].fd = -1;
     tx_->streams[kDead].dead = true;
     old_rx_fd_ = rx_->streams[kDead].fd;
+    for (braid_comm* c : {tx_, rx_}) {  // the streams' state, as set-up makes it (braid_comm_ready)
+      c->sops = &braid_sock_stream_ops;
+      ASSERT_EQ(c->sops->start(c), ncclSuccess);
+    }
   }
   void TearDown() override {
     braid_comm_free(tx_);

@@ -10,7 +10,7 @@
 #include "comm/comm.h"
 #include "log.h"
 #include "transport/socket/sock.h"
-#include "transport/ofi/ofi.h"
+#include "transport/ofi/ofi_stream.h"
 
 #define LINK_CHECK_NS 10000000ull /* how often a linked stream's socket is checked */
 
@@ -19,16 +19,17 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
   int alive = 0;
   for (int i = 0; i < c->nstreams; i++) {
     struct braid_stream *s = &c->streams[i];
+    struct braid_ofi_stream *st = s->tp;
     if (s->fd < 0) continue;
     char err[320];
-    s->ofi = braid_ofi_ep_open(s->rail_name, s->rail, err, sizeof err);
-    if (!s->ofi) {
+    st->ep = braid_ofi_ep_open(s->rail_name, s->rail, err, sizeof err);
+    if (!st->ep) {
       BRAID_WARN("connection with %s: stream %d (rail %d, %s): %s", c->peer, i, s->rail,
                  s->rail_name ? s->rail_name : "-", err);
       return ncclSystemError;
     }
     uint8_t buf[2 + BRAID_OFI_NAME_MAX];
-    size_t n = braid_ofi_ep_name(s->ofi, buf + 2, BRAID_OFI_NAME_MAX);
+    size_t n = braid_ofi_ep_name(st->ep, buf + 2, BRAID_OFI_NAME_MAX);
     if (!n) {
       BRAID_WARN("connection with %s: stream %d: the endpoint has no address of at most %d bytes",
                  c->peer, i, BRAID_OFI_NAME_MAX);
@@ -47,7 +48,7 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
       s->dead = true;
       continue;
     }
-    s->ofi_check_ns = now;
+    st->check_ns = now;
     alive++;
   }
   return alive ? ncclSuccess : ncclRemoteError;
@@ -55,47 +56,49 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
 
 /* Reads what the socket has of the peer's address; 1 complete, 0 not yet, -1 broken. */
 static int link_read(struct braid_stream *s, char *why, size_t whylen) {
-  size_t need = s->ofi_name_got < 2 ? 2 : 2 + (s->ofi_name[0] | (size_t)s->ofi_name[1] << 8);
-  if (s->ofi_name_got >= 2 && need == 2) {
+  struct braid_ofi_stream *st = s->tp;
+  size_t need = st->name_got < 2 ? 2 : 2 + (st->name[0] | (size_t)st->name[1] << 8);
+  if (st->name_got >= 2 && need == 2) {
     snprintf(why, whylen, "the peer announced an empty endpoint address");
     return -1;
   }
-  if (need > sizeof s->ofi_name) {
+  if (need > sizeof st->name) {
     snprintf(why, whylen, "the peer announced an endpoint address of %zu bytes (at most %d)",
              need - 2, BRAID_OFI_NAME_MAX);
     return -1;
   }
-  ssize_t n = recv(s->fd, s->ofi_name + s->ofi_name_got, need - s->ofi_name_got, MSG_DONTWAIT);
+  ssize_t n = recv(s->fd, st->name + st->name_got, need - st->name_got, MSG_DONTWAIT);
   if (n == 0) return snprintf(why, whylen, "the peer closed the connection"), -1;
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
     return snprintf(why, whylen, "receive failed: %s", strerror(errno)), -1;
   }
-  s->ofi_name_got += (size_t)n;
-  if (s->ofi_name_got == 2) return link_read(s, why, whylen);
-  return s->ofi_name_got == need && need > 2;
+  st->name_got += (size_t)n;
+  if (st->name_got == 2) return link_read(s, why, whylen);
+  return st->name_got == need && need > 2;
 }
 
 int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
                          size_t whylen) {
-  if (!s->ofi) return snprintf(why, whylen, "the stream has no endpoint"), -1;
-  if (s->ofi_linked) {
-    if (now - s->ofi_check_ns < LINK_CHECK_NS) return 1;
-    s->ofi_check_ns = now;
+  struct braid_ofi_stream *st = s->tp;
+  if (!st->ep) return snprintf(why, whylen, "the stream has no endpoint"), -1;
+  if (st->linked) {
+    if (now - st->check_ns < LINK_CHECK_NS) return 1;
+    st->check_ns = now;
     return braid_sock_silent(s->fd, why, whylen);
   }
   int rc = link_read(s, why, whylen);
   if (rc < 0) return -1;
   if (rc == 0) {
-    if (now - s->ofi_check_ns > c->timeout_ns)
+    if (now - st->check_ns > c->timeout_ns)
       return snprintf(why, whylen, "the peer sent no endpoint address in %llu ms (BRAID_TIMEOUT_MS)",
                       (unsigned long long)(c->timeout_ns / 1000000)), -1;
     return 0;
   }
-  size_t len = s->ofi_name[0] | (size_t)s->ofi_name[1] << 8;
-  if (braid_ofi_ep_connect(s->ofi, s->ofi_name + 2, len, why, whylen)) return -1;
-  s->ofi_linked = true;
-  s->ofi_check_ns = now;
+  size_t len = st->name[0] | (size_t)st->name[1] << 8;
+  if (braid_ofi_ep_connect(st->ep, st->name + 2, len, why, whylen)) return -1;
+  st->linked = true;
+  st->check_ns = now;
   return 1;
 }
 
@@ -105,23 +108,26 @@ int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t 
 void braid_ofi_link_forget(struct braid_comm *c, const void *addr, size_t len) {
   if (!c->ofi) return;
   pthread_mutex_lock(&c->ofi_lock);
-  for (int i = 0; i < c->nstreams; i++)
-    if (c->streams[i].ofi) braid_ofi_ep_forget(c->streams[i].ofi, addr, len);
+  for (int i = 0; i < c->nstreams; i++) {
+    struct braid_ofi_stream *st = c->streams[i].tp;
+    if (st && st->ep) braid_ofi_ep_forget(st->ep, addr, len);
+  }
   pthread_mutex_unlock(&c->ofi_lock);
 }
 
 void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s) {
-  if (!s->ofi) return;
+  struct braid_ofi_stream *st = s->tp;
+  if (!st->ep) return;
   pthread_mutex_lock(&c->ofi_lock);
-  bool closed = braid_ofi_ep_close(s->ofi);
-  s->ofi = NULL;
+  bool closed = braid_ofi_ep_close(st->ep);
+  st->ep = NULL;
   pthread_mutex_unlock(&c->ofi_lock);
   for (int k = 0; k < BRAID_OFI_RX_DEPTH; k++) {
-    if (!closed) s->ofi_rx[k].bounce = NULL, s->ofi_rx[k].bounce_cap = 0; /* still targets: kept */
-    s->ofi_rx[k].msg = NULL;
+    if (!closed) st->rx[k].bounce = NULL, st->rx[k].bounce_cap = 0; /* still targets: kept */
+    st->rx[k].fr.msg = NULL;
   }
-  s->ofi_rx_count = 0;
-  s->ofi_rx_pre = 0;
-  s->ofi_linked = false;
+  st->rx_count = 0;
+  st->rx_pre = 0;
+  st->linked = false;
   if (s->fd >= 0) shutdown(s->fd, SHUT_RDWR);
 }
