@@ -79,16 +79,30 @@ CAIRO_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags cairo))
 CAIRO_LIBS   = $(shell pkg-config --libs cairo)
 
 .PHONY: all deps test run install bench clean unit fuzz
-all: deps $(TARGETS)
+all: $(TARGETS)
 
-deps:
-	@./tools/deps.sh build
+# Debian packages first: tools/deps.sh installs what is missing (as root) or prints the
+# apt-get line and fails, before anything compiles.  Every compile and link waits for the stamp
+# (order-only: a newer stamp rebuilds nothing); its name carries a hash of deps.sh, whose
+# package lists change it, and dpkg's status file being newer (packages added or removed)
+# checks again.  The test stamp adds GoogleTest, clang and the tools `make test` uses.
+DEPS_HASH       := $(firstword $(shell cksum < tools/deps.sh))
+DEPS_STAMP      := $(BUILD)/.deps-build-$(DEPS_HASH)
+DEPS_TEST_STAMP := $(BUILD)/.deps-test-$(DEPS_HASH)
+$(DEPS_STAMP): tools/deps.sh $(wildcard /var/lib/dpkg/status)
+	./tools/deps.sh build
+	@mkdir -p $(dir $@) && rm -f $(BUILD)/.deps-build-* && touch $@
+$(DEPS_TEST_STAMP): tools/deps.sh $(wildcard /var/lib/dpkg/status) | $(DEPS_STAMP)
+	./tools/deps.sh test
+	@mkdir -p $(dir $@) && rm -f $(BUILD)/.deps-test-* && touch $@
 
-$(BUILD)/obj/%.o: %.c
+deps: $(DEPS_STAMP)
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: %.cc
+$(BUILD)/obj/%.o: %.cc | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
@@ -133,7 +147,7 @@ $(STAT): $(call obj,$(STAT_SRCS))
 $(TRACE): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(TRACE_SRCS))
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braidtrace.so $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tcp_%: bench/ref/tcp_%.c
+$(BUILD)/tcp_%: bench/ref/tcp_%.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 $(WARN) -pthread $< -o $@
 
@@ -144,9 +158,15 @@ $(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE) $(PSCORE) $(if $
 $(BUILD)/threads-test: $(BUILD)/obj/test/unit/threads_test.o $(CORE)
 	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
 
-unit: deps $(UNIT)
+# The GoogleTest programs and every object of test/ need the test packages too; every binary
+# (those of tools/*/build.mk included) waits for the build stamp, whatever it links.
+TEST_OBJS = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard test/*/*.cc))
+$(TEST_OBJS) $(UNIT) $(BUILD)/threads-test $(SIM_TESTS): | $(DEPS_TEST_STAMP)
+$(TARGETS) $(CORE) $(PSCORE) $(TUNERCORE) $(CHAOS) $(COLLSHM): | $(DEPS_STAMP)
 
-test: deps
+unit: $(UNIT)
+
+test: $(DEPS_TEST_STAMP)
 	@./test/run.sh
 
 run: all

@@ -33,6 +33,7 @@ suite() { # name, command...
   fi
 }
 
+suite deps-first ./test/integration/deps_first_test.sh
 suite build make -j"$JOBS" all build/unit-tests build/libnccl-net-chaos.so build/libnccl-net-collshm.so
 suite build-sanitized make -j"$JOBS" SAN=1 OPT=-O1 BUILD=build/san build/san/libnccl-net-braid.so \
   build/san/braid-perf build/san/unit-tests build/san/libnccl-net-braidtrace.so build/san/braid-trace-shape \
