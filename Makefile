@@ -164,10 +164,18 @@ TEST_OBJS = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard test/*/*.cc))
 $(TEST_OBJS) $(UNIT) $(BUILD)/threads-test $(SIM_TESTS): | $(DEPS_TEST_STAMP)
 $(TARGETS) $(CORE) $(PSCORE) $(TUNERCORE) $(CHAOS) $(COLLSHM): | $(DEPS_STAMP)
 
-unit: $(UNIT)
+# make unit: the unit tests of the plain build, loading the plugins of $(BUILD) as test/run.sh's
+# unit suite does (GTEST_FILTER=Sched*: only some; docs/contributing.md).
+unit: $(UNIT) $(PLUGIN) $(TUNER)
+	BRAID_PLUGIN_PATH=$(PLUGIN) BRAID_TUNER_PATH=$(TUNER) $(UNIT)
 
+# make test SUITE="unit netbed": only those suites of test/run.sh (names or globs).
 test: $(DEPS_TEST_STAMP)
-	@./test/run.sh
+	@./test/run.sh $(SUITE)
+
+FUZZ_SECONDS ?= 20
+fuzz: $(DEPS_TEST_STAMP)
+	./test/fuzz/run.sh $(FUZZ_SECONDS)
 
 run: all
 	@./tools/demo.sh
