@@ -1,9 +1,22 @@
-# braid: NCCL net plugin (TCP today), braid-perf and braid-trace.
-#   make            build everything into build/
-#   make test       build and run every test (unit, sanitizers, fuzzers, integration)
+# braid: NCCL plugins and their tools, built into build/ (BUILD=...):
+#   libnccl-net-braid.so    the net plugin: one connection striped over several rails, carried by
+#                           TCP sockets, libfabric (ofi) or verbs; also a CollNet over braid-ps
+#   libnccl-tuner-braid.so  the tuner plugin (algorithm, protocol, channels per collective)
+#   braid-ps                the CollNet reduction server
+#   tools                   braid-perf (stands in for NCCL), braid-trace (a wrapper net plugin)
+#                           and braid-trace-shape, braid-stat, braid-tune, braid-sim,
+#                           braid-nccl-compat, braid-verbs-probe; test helpers and references
+# Targets:
+#   make            build everything (Debian packages first: tools/deps.sh)
+#   make unit       build and run the unit tests only (GTEST_FILTER=... for some of them)
+#   make test       build and run every test suite of test/run.sh (unit, sanitizers, fuzzers,
+#                   integration, netbed, soft-RoCE guest); SUITE="unit 'vm-*'": only those
+#   make fuzz       the fuzzers only (FUZZ_SECONDS per target, FUZZ_TARGETS="fuzz_rx ...")
 #   make run        local demo: a few ranks run an allreduce sweep through the plugin on loopback
 #   make install PREFIX=/usr/local
 #   make bench      benchmarks against reference programs (bench/, minutes)
+#   make SAN=1 OPT=-O1 BUILD=build/san    the ASan+UBSan build (SAN=thread: ThreadSanitizer)
+# docs/contributing.md has the quick loop.
 
 .DEFAULT_GOAL := all
 
