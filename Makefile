@@ -12,6 +12,7 @@
 #   make test       build and run every test suite of test/run.sh (unit, sanitizers, fuzzers,
 #                   integration, netbed, soft-RoCE guest); SUITE="unit 'vm-*'": only those
 #   make fuzz       the fuzzers only (FUZZ_SECONDS per target, FUZZ_TARGETS="fuzz_rx ...")
+#   make config-doc docs/configuration.md's tables from common/params.def and common/env.def
 #   make run        local demo: a few ranks run an allreduce sweep through the plugin on loopback
 #   make install PREFIX=/usr/local
 #   make bench      benchmarks against reference programs (bench/, minutes)
@@ -83,6 +84,7 @@ include tools/trace/build.mk
 include tools/verbs-probe/build.mk
 include tools/sim/build.mk
 include tools/compat/build.mk
+include tools/config-doc/build.mk
 
 # braid-tune (tools/tune): the tuner's library, cairo for --png.
 TUNE_SRCS    = $(wildcard tools/tune/*.c)

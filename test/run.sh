@@ -52,6 +52,7 @@ suite build-tsan make -j"$JOBS" SAN=thread OPT=-O1 BUILD=build/tsan build/tsan/t
 suite threads-tsan env TSAN_OPTIONS=halt_on_error=1 ./build/tsan/threads-test
 suite unit env BRAID_PLUGIN_PATH=build/libnccl-net-braid.so ./build/unit-tests
 suite unit-sanitized env BRAID_PLUGIN_PATH=build/san/libnccl-net-braid.so ./build/san/unit-tests
+suite config-doc ./test/integration/config_doc_test.sh build
 suite integration ./test/integration/run.sh build
 suite integration-sanitized ./test/integration/run.sh build/san
 suite collnet ./test/integration/collnet_test.sh build
