@@ -1,9 +1,23 @@
-# braid: NCCL net plugin (TCP today), braid-perf and braid-trace.
-#   make            build everything into build/
-#   make test       build and run every test (unit, sanitizers, fuzzers, integration)
+# braid: NCCL plugins and their tools, built into build/ (BUILD=...):
+#   libnccl-net-braid.so    the net plugin: one connection striped over several rails, carried by
+#                           TCP sockets, libfabric (ofi) or verbs; also a CollNet over braid-ps
+#   libnccl-tuner-braid.so  the tuner plugin (algorithm, protocol, channels per collective)
+#   braid-ps                the CollNet reduction server
+#   tools                   braid-perf (stands in for NCCL), braid-trace (a wrapper net plugin)
+#                           and braid-trace-shape, braid-stat, braid-tune, braid-sim,
+#                           braid-nccl-compat, braid-verbs-probe; test helpers and references
+# Targets:
+#   make            build everything (Debian packages first: tools/deps.sh)
+#   make unit       build and run the unit tests only (GTEST_FILTER=... for some of them)
+#   make test       build and run every test suite of test/run.sh (unit, sanitizers, fuzzers,
+#                   integration, netbed, soft-RoCE guest); SUITE="unit 'vm-*'": only those
+#   make fuzz       the fuzzers only (FUZZ_SECONDS per target, FUZZ_TARGETS="fuzz_rx ...")
+#   make config-doc docs/configuration.md's tables from common/params.def and common/env.def
 #   make run        local demo: a few ranks run an allreduce sweep through the plugin on loopback
 #   make install PREFIX=/usr/local
 #   make bench      benchmarks against reference programs (bench/, minutes)
+#   make SAN=1 OPT=-O1 BUILD=build/san    the ASan+UBSan build (SAN=thread: ThreadSanitizer)
+# docs/contributing.md has the quick loop.
 
 .DEFAULT_GOAL := all
 
@@ -70,6 +84,7 @@ include tools/trace/build.mk
 include tools/verbs-probe/build.mk
 include tools/sim/build.mk
 include tools/compat/build.mk
+include tools/config-doc/build.mk
 
 # braid-tune (tools/tune): the tuner's library, cairo for --png.
 TUNE_SRCS    = $(wildcard tools/tune/*.c)
@@ -79,16 +94,30 @@ CAIRO_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags cairo))
 CAIRO_LIBS   = $(shell pkg-config --libs cairo)
 
 .PHONY: all deps test run install bench clean unit fuzz
-all: deps $(TARGETS)
+all: $(TARGETS)
 
-deps:
-	@./tools/deps.sh build
+# Debian packages first: tools/deps.sh installs what is missing (as root) or prints the
+# apt-get line and fails, before anything compiles.  Every compile and link waits for the stamp
+# (order-only: a newer stamp rebuilds nothing); its name carries a hash of deps.sh, whose
+# package lists change it, and dpkg's status file being newer (packages added or removed)
+# checks again.  The test stamp adds GoogleTest, clang and the tools `make test` uses.
+DEPS_HASH       := $(firstword $(shell cksum < tools/deps.sh))
+DEPS_STAMP      := $(BUILD)/.deps-build-$(DEPS_HASH)
+DEPS_TEST_STAMP := $(BUILD)/.deps-test-$(DEPS_HASH)
+$(DEPS_STAMP): tools/deps.sh $(wildcard /var/lib/dpkg/status)
+	./tools/deps.sh build
+	@mkdir -p $(dir $@) && rm -f $(BUILD)/.deps-build-* && touch $@
+$(DEPS_TEST_STAMP): tools/deps.sh $(wildcard /var/lib/dpkg/status) | $(DEPS_STAMP)
+	./tools/deps.sh test
+	@mkdir -p $(dir $@) && rm -f $(BUILD)/.deps-test-* && touch $@
 
-$(BUILD)/obj/%.o: %.c
+deps: $(DEPS_STAMP)
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: %.cc
+$(BUILD)/obj/%.o: %.cc | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
@@ -133,7 +162,7 @@ $(STAT): $(call obj,$(STAT_SRCS))
 $(TRACE): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(TRACE_SRCS))
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braidtrace.so $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tcp_%: bench/ref/tcp_%.c
+$(BUILD)/tcp_%: bench/ref/tcp_%.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 $(WARN) -pthread $< -o $@
 
@@ -144,10 +173,24 @@ $(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE) $(PSCORE) $(if $
 $(BUILD)/threads-test: $(BUILD)/obj/test/unit/threads_test.o $(CORE)
 	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
 
-unit: deps $(UNIT)
+# The GoogleTest programs and every object of test/ need the test packages too; every binary
+# (those of tools/*/build.mk included) waits for the build stamp, whatever it links.
+TEST_OBJS = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard test/*/*.cc))
+$(TEST_OBJS) $(UNIT) $(BUILD)/threads-test $(SIM_TESTS): | $(DEPS_TEST_STAMP)
+$(TARGETS) $(CORE) $(PSCORE) $(TUNERCORE) $(CHAOS) $(COLLSHM): | $(DEPS_STAMP)
 
-test: deps
-	@./test/run.sh
+# make unit: the unit tests of the plain build, loading the plugins of $(BUILD) as test/run.sh's
+# unit suite does (GTEST_FILTER=Sched*: only some; docs/contributing.md).
+unit: $(UNIT) $(PLUGIN) $(TUNER)
+	BRAID_PLUGIN_PATH=$(PLUGIN) BRAID_TUNER_PATH=$(TUNER) $(UNIT)
+
+# make test SUITE="unit netbed": only those suites of test/run.sh (names or globs).
+test: $(DEPS_TEST_STAMP)
+	@./test/run.sh $(SUITE)
+
+FUZZ_SECONDS ?= 20
+fuzz: $(DEPS_TEST_STAMP)
+	./test/fuzz/run.sh $(FUZZ_SECONDS)
 
 run: all
 	@./tools/demo.sh

@@ -2,10 +2,15 @@
 # `make test`: every test, in both builds (plain and ASan+UBSan), plus the fuzzers.
 # Prints one line per suite (PASS, FAIL, or SKIP with the reason) and a closing "N passed, N
 # failed, N skipped" line; exits non-zero on a failure (and on a skip with
-# BRAID_TEST_REQUIRE_ALL=1, as in CI).
+# BRAID_TEST_REQUIRE_ALL=1, as in CI).  Each suite's output is in build/test-logs/SUITE.log.
+#   test/run.sh                 every suite
+#   test/run.sh SUITE...        only these (names or globs: unit 'vm-*'), plus the build suites
+#                               they use; `make test SUITE="unit netbed"` is the same
+#   test/run.sh --list          the suites' names, in order
 set -uo pipefail
 cd "$(dirname "$0")/.."
-./tools/deps.sh test || exit 1
+if [ "${1:-}" = --list ]; then list_only=1; shift; else list_only=0; fi
+[ "$list_only" = 1 ] || ./tools/deps.sh test || exit 1
 
 JOBS=${JOBS:-2}
 FUZZ_SECONDS=${FUZZ_SECONDS:-15}
@@ -20,6 +25,8 @@ mkdir -p "$log_dir"
 # suite is reported SKIP with the reasons, never PASS.
 suite() { # name, command...
   local name=$1; shift
+  if [ "$mode" = collect ]; then names+=("$name"); return 0; fi
+  [ -n "${run_set[$name]:-}" ] || return 0
   local log="$log_dir/$name.log" t0=$SECONDS rc=0 why
   "$@" >"$log" 2>&1 || rc=$?
   why=$(grep -E '^skip |: skipped \(|^\[  SKIPPED \] [^0-9]' "$log" | head -n 3 | tr '\n' ';' | sed 's/;$//')
@@ -33,6 +40,9 @@ suite() { # name, command...
   fi
 }
 
+# Every suite, in the order they run.  A suite uses the builds its needs() names.
+suites() {
+suite deps-first ./test/integration/deps_first_test.sh
 suite build make -j"$JOBS" all build/unit-tests build/libnccl-net-chaos.so build/libnccl-net-collshm.so
 suite build-sanitized make -j"$JOBS" SAN=1 OPT=-O1 BUILD=build/san build/san/libnccl-net-braid.so \
   build/san/braid-perf build/san/unit-tests build/san/libnccl-net-braidtrace.so build/san/braid-trace-shape \
@@ -42,6 +52,7 @@ suite build-tsan make -j"$JOBS" SAN=thread OPT=-O1 BUILD=build/tsan build/tsan/t
 suite threads-tsan env TSAN_OPTIONS=halt_on_error=1 ./build/tsan/threads-test
 suite unit env BRAID_PLUGIN_PATH=build/libnccl-net-braid.so ./build/unit-tests
 suite unit-sanitized env BRAID_PLUGIN_PATH=build/san/libnccl-net-braid.so ./build/san/unit-tests
+suite config-doc ./test/integration/config_doc_test.sh build
 suite integration ./test/integration/run.sh build
 suite integration-sanitized ./test/integration/run.sh build/san
 suite collnet ./test/integration/collnet_test.sh build
@@ -71,6 +82,44 @@ suite vm-verbs-conn ./test/vm/verbs_conn_test.sh
 suite vm-verbs-conn-sanitized env BUILD=build/san ./test/vm/verbs_conn_test.sh
 suite vm-verbs-perf ./test/vm/verbs_perf_test.sh
 suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
+}
+
+# The build suites whose trees a suite runs (the others build what they run themselves).
+needs() {
+  case $1 in
+    vm-*-sanitized) echo build-sanitized;; # its make in test/vm/lib.sh does not pass SAN=1
+    deps-first|build|build-sanitized|build-tsan|fuzz|vm-*|sim|sim-sanitized) ;;
+    threads-tsan) echo build-tsan;;
+    collnet-tsan-servers) echo build build-tsan;;
+    *-sanitized) echo build-sanitized;;
+    *) echo build;;
+  esac
+}
+
+mode=collect names=()
+suites
+declare -A run_set=()
+if [ $# -eq 0 ]; then
+  for n in "${names[@]}"; do run_set[$n]=1; done
+else
+  for pat in "$@"; do
+    hit=0
+    for n in "${names[@]}"; do
+      # shellcheck disable=SC2053 # a glob on purpose
+      if [[ $n == $pat ]]; then
+        hit=1 run_set[$n]=1
+        for b in $(needs "$n"); do run_set[$b]=1; done
+      fi
+    done
+    [ $hit = 1 ] || { echo "test/run.sh: no suite matches '$pat'; the suites are: ${names[*]}" >&2; exit 2; }
+  done
+fi
+if [ "$list_only" = 1 ]; then
+  for n in "${names[@]}"; do [ -n "${run_set[$n]:-}" ] && echo "$n"; done
+  exit 0
+fi
+mode=run
+suites
 
 echo
 [ ${#failed[@]} -gt 0 ] && echo "failed suites: ${failed[*]}"
