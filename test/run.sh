@@ -53,6 +53,8 @@ suite threads-tsan env TSAN_OPTIONS=halt_on_error=1 ./build/tsan/threads-test
 suite unit env BRAID_PLUGIN_PATH=build/libnccl-net-braid.so ./build/unit-tests
 suite unit-sanitized env BRAID_PLUGIN_PATH=build/san/libnccl-net-braid.so ./build/san/unit-tests
 suite config-doc ./test/integration/config_doc_test.sh build
+suite source-layers tools/check/layers.sh
+suite source-paths tools/check/paths.sh
 suite integration ./test/integration/run.sh build
 suite integration-sanitized ./test/integration/run.sh build/san
 suite collnet ./test/integration/collnet_test.sh build
@@ -88,7 +90,7 @@ suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 needs() {
   case $1 in
     vm-*-sanitized) echo build-sanitized;; # its make in test/vm/lib.sh does not pass SAN=1
-    deps-first|build|build-sanitized|build-tsan|fuzz|vm-*|sim|sim-sanitized) ;;
+    deps-first|build|build-sanitized|build-tsan|fuzz|vm-*|sim|sim-sanitized|source-*) ;;
     threads-tsan) echo build-tsan;;
     collnet-tsan-servers) echo build build-tsan;;
     *-sanitized) echo build-sanitized;;

@@ -18,6 +18,6 @@ while IFS=: read -r file line ref; do
   bad=$((bad + 1))
 done < <(git ls-files -- '*.c' '*.h' '*.cc' '*.sh' '*.mk' '*.md' Makefile .ci/run |
            xargs grep -noE "(^|[^A-Za-z0-9_./-])($roots)/[A-Za-z0-9_./<>*%\${}-]*[A-Za-z0-9_/>*}]" |
-           sed -E "s/^([^:]+:[0-9]+:)[^A-Za-z.]?/\1/" | grep -vE ":bench/results|build/|\.o$")
+           sed -E "s/^([^:]+:[0-9]+:)[^A-Za-z.]?/\1/" | grep -vE ":bench/results|build/|\.(o|new)$")
 echo "paths: $n references checked, $bad to paths that do not exist"
 [ "$bad" = 0 ]
