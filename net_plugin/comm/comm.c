@@ -14,12 +14,6 @@
 #include "comm/rejoin.h"
 #include "stripe/telemetry.h"
 
-uint64_t braid_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstreams) {
   struct braid_comm *c = calloc(1, sizeof *c);
   if (!c) return NULL;

@@ -19,7 +19,9 @@ uint64_t fuzz_now_ns = 1000000000ull;
 char fuzz_fail_msg[512];
 int fuzz_verbose;
 
+#ifdef BRAID_CLOCK_FAKE /* fuzz_rx, fuzz_tx_ack (test/fuzz/run.sh) */
 uint64_t braid_now_ns(void) { return fuzz_now_ns; }
+#endif
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
