@@ -110,6 +110,10 @@ const char *braid_param_str(enum braid_param_id id) {
   (void)id;
   return "";
 }
+const char *braid_param_env(enum braid_param_id id) {
+  (void)id;
+  return "";
+}
 int braid_sock_poke(int fd) {
   (void)fd;
   return 0;

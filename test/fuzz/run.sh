@@ -25,7 +25,7 @@ if [ -n "${FUZZ_TARGETS:-}" ]; then read -ra TARGETS <<<"$FUZZ_TARGETS"; fi
 mkdir -p "$OUT/artifacts"
 
 PS_ENGINE=(ps_offload/session.c ps_offload/conn.c ps_offload/proto.c ps_offload/auth.c ps_offload/reduce.c ps_offload/reduce_x86.c
-           common/dynlib.c common/sodium_lib.c)
+           common/dynlib.c common/sodium_lib.c common/param.c common/log.c)
 for t in "${TARGETS[@]}"; do
   srcs=(net_plugin/wire/wire.c) libs=()
   [ "$t" = fuzz_ps_frames ] && srcs=("${PS_ENGINE[@]}") libs=(-lpthread)
