@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "model.h"
 #include "nccl_plugin/tuner.h"
 
@@ -21,12 +21,6 @@
 static void quiet(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
                   const char *fmt, ...) {
   (void)level, (void)flags, (void)file, (void)line, (void)fmt;
-}
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -41,7 +35,7 @@ static volatile float sink;
 /* ns per call of one batch: the calls (with the table copies) minus the copies alone. */
 static double batch(const ncclTuner_v5_t *t, void *ctx, int calls) {
   float work[TABLE];
-  double t0 = now_ns();
+  double t0 = (double)braid_now_ns();
   for (int i = 0; i < calls; i++) {
     int s = i % NSIZES, nch = 0;
     memcpy(work, tables[s], sizeof work);
@@ -49,14 +43,14 @@ static double batch(const ncclTuner_v5_t *t, void *ctx, int calls) {
                    NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, &nch);
     sink += work[0];
   }
-  double t1 = now_ns();
+  double t1 = (double)braid_now_ns();
   for (int i = 0; i < calls; i++) {
     int s = i % NSIZES;
     memcpy(work, tables[s], sizeof work);
     __asm__ volatile("" : : "r"(work) : "memory");
     sink += work[0];
   }
-  double t2 = now_ns();
+  double t2 = (double)braid_now_ns();
   double v = ((t1 - t0) - (t2 - t1)) / calls;
   return v < 0 ? 0 : v;
 }

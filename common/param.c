@@ -18,6 +18,7 @@ static const struct braid_param_def param_defs[BRAID_P_COUNT] = {
 
 static int64_t param_ints[BRAID_P_COUNT];
 static const char *param_strs[BRAID_P_COUNT];
+static const char *param_from[BRAID_P_COUNT];
 static ncclResult_t param_status;
 static pthread_once_t param_once = PTHREAD_ONCE_INIT;
 
@@ -83,13 +84,23 @@ int braid_param_parse(const struct braid_param_def *def, const char *text, int64
   return 0;
 }
 
+/* d's value in the environment now (an empty variable counts as unset) into *value; returns the
+ * variable it came from, NULL for the default. */
+static const char *param_lookup(const struct braid_param_def *d, const char **value) {
+  const char *v = getenv(d->name);
+  if (v && *v) return *value = v, d->name;
+  v = d->fallback ? getenv(d->fallback) : NULL;
+  if (v && *v) return *value = v, d->fallback;
+  *value = d->def;
+  return NULL;
+}
+
 static void param_read_all(void) {
   param_status = ncclSuccess;
   for (int i = 0; i < BRAID_P_COUNT; i++) {
     const struct braid_param_def *d = &param_defs[i];
-    const char *v = getenv(d->name);
-    if ((!v || !*v) && d->fallback) v = getenv(d->fallback);
-    if (!v || !*v) v = d->def;
+    const char *v;
+    param_from[i] = param_lookup(d, &v);
     param_strs[i] = v;
     char err[256];
     int64_t x = 0;
@@ -121,6 +132,17 @@ int64_t braid_param_int(enum braid_param_id id) {
 const char *braid_param_str(enum braid_param_id id) {
   braid_params_load();
   return param_strs[id] ? param_strs[id] : "";
+}
+
+const char *braid_param_from(enum braid_param_id id) {
+  braid_params_load();
+  return param_from[id];
+}
+
+const char *braid_param_env(enum braid_param_id id) {
+  const char *v = "";
+  if (id < BRAID_P_COUNT) param_lookup(&param_defs[id], &v);
+  return v;
 }
 
 static const char *param_type_name(enum braid_param_type t) {

@@ -3,7 +3,9 @@
  * Values are read once, at the first braid_params_load(); a value that does not parse or is out
  * of range is reported through the logger with the variable, the value and the valid range, and
  * braid_params_load() returns ncclInvalidArgument (a wrong config fails loudly, it is never
- * silently replaced by a default). */
+ * silently replaced by a default).  Values read apart from that load (the tuner's inputs, again
+ * at every communicator's init; braid-ps's token and kernels, which do not check the plugins'
+ * variables) go through braid_param_env: the same names, fallbacks and defaults, read then. */
 #ifndef BRAID_PARAM_H
 #define BRAID_PARAM_H
 
@@ -39,6 +41,13 @@ ncclResult_t braid_params_reload(void);
 
 int64_t braid_param_int(enum braid_param_id id);
 const char *braid_param_str(enum braid_param_id id); /* "" when unset */
+/* The variable the loaded value came from: the BRAID_ one, else its NCCL fallback; NULL when
+ * neither is set (the default). */
+const char *braid_param_from(enum braid_param_id id);
+
+/* The value in the environment at this call, unparsed and unchecked (the BRAID_ variable, else its
+ * NCCL fallback, else the default).  Loads nothing, warns about nothing. */
+const char *braid_param_env(enum braid_param_id id);
 
 /* Parses text for def; 0 on success, -1 with a message in err otherwise. */
 int braid_param_parse(const struct braid_param_def *def, const char *text, int64_t *out, char *err,

@@ -13,19 +13,13 @@
 #include "reduce.h"
 
 #include "auth.h"
+#include "clock.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #define MIB (1024.0 * 1024.0)
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Page-aligned (2 MiB, so transparent huge pages can back it where enabled), written once. */
 static void *alloc_touched(size_t bytes) {
@@ -47,7 +41,7 @@ typedef struct {
 } timing;
 
 static void record(timing *t, double t0) {
-  double dt = now_s() - t0;
+  double dt = braid_now_s() - t0;
   if (dt < t->best_s) t->best_s = dt;
   t->runs++;
 }
@@ -138,21 +132,21 @@ int braid_reduce_bench(FILE *out, size_t bytes, int ninputs, int seconds_per_cas
     for (int j = 0; j < ninputs; j++) fill(in[j], bytes, dtype, j);
     timing copy = {1e30, 0}, t[NIMPLS];
     for (int l = 0; l < NIMPLS; l++) t[l] = (timing){1e30, 0};
-    const double start = now_s();
+    const double start = braid_now_s();
     do {
-      double t0 = now_s();
+      double t0 = braid_now_s();
       memcpy(cdst, csrc, copy_bytes);
       clobber(cdst);
       record(&copy, t0);
       for (int l = 0; l < NIMPLS; l++) {
         if (!have[l]) continue;
         braid_reduce_force(impls[l]);
-        t0 = now_s();
+        t0 = braid_now_s();
         braid_reduce(dst, (const void *const *)in, ninputs, count, dtype, ncclSum);
         clobber(dst);
         record(&t[l], t0);
       }
-    } while (now_s() - start < seconds * (nhave + 1) || copy.runs < 3);
+    } while (braid_now_s() - start < seconds * (nhave + 1) || copy.runs < 3);
 
     const double ref = gbps((double)moved, copy.best_s);
     fprintf(out, "%-6s %-9s %9.2f %9.2f %6.1f%% %6d\n", cases[c].name, "memcpy", ref,
@@ -176,18 +170,18 @@ int braid_reduce_bench(FILE *out, size_t bytes, int ninputs, int seconds_per_cas
     ps_auth_random(key, sizeof key);
     for (int j = 0; j < ninputs; j++) fill(in[j], bytes, ncclFloat32, j);
     timing red = {1e30, 0}, mac = {1e30, 0};
-    const double start = now_s();
+    const double start = braid_now_s();
     uint64_t n = 0;
     do {
-      double t0 = now_s();
+      double t0 = braid_now_s();
       braid_reduce(dst, (const void *const *)in, ninputs, bytes / 4, ncclFloat32, ncclSum);
       clobber(dst);
       record(&red, t0);
-      t0 = now_s();
+      t0 = braid_now_s();
       ps_mac_frame(key, PS_DIR_HEAD, n++, hdr, in[0], bytes, tag);
       clobber(tag);
       record(&mac, t0);
-    } while (now_s() - start < 2 * seconds || mac.runs < 3);
+    } while (braid_now_s() - start < 2 * seconds || mac.runs < 3);
     double tags_s = 2.0 * ninputs * mac.best_s;
     fprintf(out,
             "\nframe tags (BRAID_PS_FRAME_AUTH=1): Poly1305 at %.2f GB/s; per partition of %d "

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "param.h"
 #include "reduce.h"
 #include "server.h"
 
@@ -135,7 +136,7 @@ static int load_token(const char *file, char *buf, size_t n) {
       return -1;
     }
   } else {
-    const char *env = getenv("BRAID_PS_TOKEN");
+    const char *env = braid_param_env(BRAID_P_PS_TOKEN);
     if (!env || !*env) {
       fprintf(stderr, "braid-ps: no token: give --token-file FILE or set BRAID_PS_TOKEN (the job's "
                       "secret, the same one the heads have in BRAID_PS_TOKEN)\n");

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "param.h"
+
 /* ---- Bits <-> values ---------------------------------------------------------------------- */
 
 static inline float f32_of(uint32_t u) {
@@ -292,7 +294,7 @@ static int level_now(void) {
       chosen = l;
       break;
     }
-  int asked = level_by_name(getenv("BRAID_PS_SIMD"));
+  int asked = level_by_name(braid_param_env(BRAID_P_PS_SIMD));
   if (asked >= 0 && level_usable(asked)) chosen = asked;
   int expected = -1; /* a concurrent braid_reduce_force wins */
   atomic_compare_exchange_strong(&current_level, &expected, chosen);

@@ -49,7 +49,7 @@ int braid_reduce_supported(int dtype, int op);
 int braid_reduce(void *dst, const void *const *srcs, int n, size_t count, int dtype, int op);
 
 /* The implementation braid_reduce uses now: "avx512", "avx2" or "portable".  Chosen once, at
- * the first call, as the best this CPU has, unless env BRAID_PS_SIMD=portable|avx2|avx512
+ * the first call, as the best this CPU has, unless BRAID_PS_SIMD=portable|avx2|avx512
  * names another level that it has (an unknown or unavailable name is ignored). */
 const char *braid_reduce_impl(void);
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "clock.h"
 #include "conn.h"
 #include "sockaddr.h"
 
@@ -176,7 +177,7 @@ static void read_conn(struct ps_conn *c) {
 static void *worker_main(void *arg) {
   struct worker *w = arg;
   struct ps_server *s = w->srv;
-  uint64_t last_tick = ps_clock_ns();
+  uint64_t last_tick = braid_now_ns();
   struct epoll_event evs[64];
   while (!atomic_load(&s->stop)) {
     int n = epoll_wait(w->epfd, evs, 64, (int)(TICK_NS / 1000000));
@@ -190,7 +191,7 @@ static void *worker_main(void *arg) {
       if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_conn(c);
       if (ps_conn_done(c)) finalize(w, c);
     }
-    uint64_t now = ps_clock_ns();
+    uint64_t now = braid_now_ns();
     if (now - last_tick >= TICK_NS) {
       last_tick = now;
       for (size_t i = 0; i < w->nconns;) {
@@ -239,7 +240,7 @@ static void refuse_pending(struct ps_server *s, int fd, const char *peer) {
   }
   close(fd);
   s->refused++;
-  uint64_t now = ps_clock_ns();
+  uint64_t now = braid_now_ns();
   if (now - s->refused_logged_ns >= 1000000000ull) {
     s->refused_logged_ns = now;
     slog(s, "refused %s: %d connections have not authenticated yet (--max-pending); %llu "

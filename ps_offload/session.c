@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "auth.h"
+#include "clock.h"
 #include "conn.h"
 #include "reduce.h"
 
@@ -77,12 +77,6 @@ struct ps_ctx {
 
 /* ---- Context ---- */
 
-uint64_t ps_clock_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 struct ps_ctx *ps_ctx_create(const struct ps_ctx_opts *o) {
   if (!o->token || !o->token[0] || !o->io || ps_auth_init() != 0) return NULL;
   struct ps_ctx *ctx = calloc(1, sizeof *ctx);
@@ -99,7 +93,7 @@ struct ps_ctx *ps_ctx_create(const struct ps_ctx_opts *o) {
   if (!ctx->o.join_timeout_ns) ctx->o.join_timeout_ns = DEFAULT_JOIN_TIMEOUT_NS;
   if (!ctx->o.handshake_timeout_ns) ctx->o.handshake_timeout_ns = DEFAULT_HANDSHAKE_TIMEOUT_NS;
   if (!ctx->o.linger_ns) ctx->o.linger_ns = DEFAULT_LINGER_NS;
-  if (!ctx->o.clock) ctx->o.clock = ps_clock_ns;
+  if (!ctx->o.clock) ctx->o.clock = braid_now_ns;
   atomic_init(&ctx->mem, 0);
   atomic_init(&ctx->pending, 0);
   return ctx;

@@ -58,7 +58,7 @@ struct ps_ctx_opts {
   ps_log_fn *log;                /* NULL: silent */
   void *log_arg;
   int verbose;
-  uint64_t (*clock)(void);       /* monotonic ns (NULL: CLOCK_MONOTONIC); the fuzzer fakes it */
+  uint64_t (*clock)(void);       /* monotonic ns (NULL: braid_now_ns); the fuzzer fakes it */
 };
 
 struct ps_ctx *ps_ctx_create(const struct ps_ctx_opts *o);
@@ -75,7 +75,6 @@ int ps_ctx_pending(struct ps_ctx *ctx);
 uint64_t ps_ctx_now(struct ps_ctx *ctx);
 uint64_t ps_ctx_linger(struct ps_ctx *ctx);
 const struct ps_io_ops *ps_ctx_io(struct ps_ctx *ctx);
-uint64_t ps_clock_ns(void);
 
 /* Formats and logs a line (no newline needed). */
 void ps_logf(struct ps_ctx *ctx, int level, const char *fmt, ...)

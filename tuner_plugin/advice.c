@@ -42,9 +42,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "param.h"
 #include "tmpfile.h"
@@ -96,12 +96,6 @@ static _Atomic(braid_snapshot_fn_v1) advice_source;
 
 void braid_advice_set_source(braid_snapshot_fn_v1 fn) { atomic_store(&advice_source, fn); }
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* BRAID_TUNER_ADVICE with %h, %p and %% replaced; "" when it does not fit. */
 static void expand_path(char *out, size_t n, const char *pattern, const char *host) {
   size_t o = 0;
@@ -144,7 +138,7 @@ struct braid_advice *braid_advice_create(uint64_t comm_id, int nranks, int nnode
   a->nnodes = nnodes;
   a->interval_ns = (uint64_t)braid_param_int(BRAID_P_TUNER_ADVICE_INTERVAL_MS) * 1000000ull;
   atomic_init(&a->calls, 0);
-  a->created_ns = mono_ns();
+  a->created_ns = braid_now_ns();
   atomic_init(&a->next_ns, a->created_ns + a->interval_ns);
   /* NCCL's host identity: NCCL_HOSTID when set (several "hosts" on one machine), else the
    * host name. */
@@ -278,7 +272,7 @@ static void slow_update(struct rail *r, uint64_t best, uint64_t now) {
 /* Folds a->snap into the rails. */
 static void record(struct braid_advice *a) {
   const struct braid_snapshot_v1 *s = a->snap;
-  uint64_t now = s->taken_ns ? s->taken_ns : mono_ns();
+  uint64_t now = s->taken_ns ? s->taken_ns : braid_now_ns();
   if (!a->samples) a->first_ns = now;
   if (now > a->last_ns) a->last_ns = now;
   a->samples++;
@@ -336,7 +330,7 @@ void braid_advice_sample_now(struct braid_advice *a) {
 }
 
 __attribute__((noinline)) static void tick_slow(struct braid_advice *a) {
-  uint64_t now = mono_ns();
+  uint64_t now = braid_now_ns();
   uint64_t next = atomic_load_explicit(&a->next_ns, memory_order_relaxed);
   if (now < next) return;
   atomic_store_explicit(&a->next_ns, now + a->interval_ns, memory_order_relaxed);
@@ -430,7 +424,7 @@ int braid_advice_write(const struct braid_advice *a, FILE *f) {
             NET_LIB);
   else if (!a->nrails)
     fprintf(f, "# no rails: braid's net plugin reported no send connections\n");
-  double alive = (double)(mono_ns() - a->created_ns) / 1e9;
+  double alive = (double)(braid_now_ns() - a->created_ns) / 1e9;
   if (a->samples)
     fprintf(f, "# sent %llu bytes in all (the rails' counters): %.3f Gb/s over the %.1f s since "
                "the tuner started; depends on the workload\n",

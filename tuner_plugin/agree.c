@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "param.h"
+
 /* Which of the files this mode reads would be used, as "rules X, calibration Y" (empty: none).
  * The default rules file counts only where it exists; a file named in the environment counts
  * even if unreadable (another rank may read it). */
@@ -29,7 +31,7 @@ static void files_in_use(const struct braid_tuner_inputs *in, char *out, size_t 
 
 /* BRAID_TUNER_PIN: 1 and *pin for 16 hex digits (an optional 0x), 0 unset, -1 malformed. */
 static int read_pin(uint64_t *pin) {
-  const char *v = getenv("BRAID_TUNER_PIN");
+  const char *v = braid_param_env(BRAID_P_TUNER_PIN);
   if (!v || !*v) return 0;
   if (v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) v += 2;
   if (strlen(v) != 16 || strspn(v, "0123456789abcdefABCDEF") != 16) return -1;
@@ -46,7 +48,7 @@ enum braid_agree braid_tuner_agree(const struct braid_tuner_inputs *in, char *wh
   int pinned = read_pin(&pin);
   if (pinned < 0) {
     snprintf(why, n, "BRAID_TUNER_PIN=%s is not a 16-digit hex fingerprint (this rank's is "
-             "%016" PRIx64 ")", getenv("BRAID_TUNER_PIN"), in->fingerprint);
+             "%016" PRIx64 ")", braid_param_env(BRAID_P_TUNER_PIN), in->fingerprint);
     return BRAID_AGREE_REFUSE;
   }
   if (pinned && in->no_fingerprint) {

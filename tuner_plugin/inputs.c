@@ -11,6 +11,7 @@
 
 #include "agree.h"
 #include "log.h"
+#include "param.h"
 #include "sodium_lib.h"
 #include "textfile.h"
 
@@ -83,7 +84,7 @@ static void inputs_read(struct braid_tuner_inputs *in, bool quiet) {
   /* The tuner itself (quiet == false) is braid's tuner whatever name NCCL loaded it by; the net
    * plugin can only guess from NCCL_TUNER_PLUGIN. */
   in->braid_tuner = !quiet || names_braid(getenv("NCCL_TUNER_PLUGIN"));
-  const char *mode = getenv("BRAID_TUNER_MODE");
+  const char *mode = braid_param_env(BRAID_P_TUNER_MODE);
   in->mode = BRAID_TUNER_AUTO;
   in->mode_valid = 1;
   if (mode && *mode) {
@@ -97,8 +98,8 @@ static void inputs_read(struct braid_tuner_inputs *in, bool quiet) {
   }
   copy_env(in->rules_path, sizeof in->rules_path, "NCCL_TUNER_CONFIG_FILE",
            BRAID_TUNER_DEFAULT_RULES);
-  copy_env(in->calib_path, sizeof in->calib_path, "BRAID_TUNER_CALIB", "");
-  copy_env(in->health_path, sizeof in->health_path, "BRAID_TUNER_HEALTH", "");
+  snprintf(in->calib_path, sizeof in->calib_path, "%s", braid_param_env(BRAID_P_TUNER_CALIB));
+  snprintf(in->health_path, sizeof in->health_path, "%s", braid_param_env(BRAID_P_TUNER_HEALTH));
 
   /* Neither case reads a file, so neither needs libsodium. */
   if (!in->braid_tuner) {

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -73,12 +72,6 @@ struct server_list {
 
 static pthread_mutex_t servers_mu = PTHREAD_MUTEX_INITIALIZER;
 static const struct server_list *servers_all; /* newest first */
-
-uint64_t ps_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* "host:port,[v6addr]:port,..." into *servers (zeroed); -1 with a WARN naming the bad entry. */
 static int parse_servers(const char *spec, struct server_list *servers) {
@@ -482,7 +475,7 @@ static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct serve
                                    const struct braid_iface *const *rails, int nrails) {
   const char *token = braid_param_str(BRAID_P_PS_TOKEN);
   struct hs hs[PS_MAX_SERVERS];
-  uint64_t now = ps_now_ns();
+  uint64_t now = braid_now_ns();
   uint64_t deadline = now + (uint64_t)braid_param_int(BRAID_P_PS_CONNECT_TIMEOUT_MS) * 1000000ull;
   uint64_t first_ready = 0;
   for (int i = 0; i < cc->nservers; i++) {
@@ -495,7 +488,7 @@ static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct serve
     int pending = 0;
     struct pollfd pfd[PS_MAX_SERVERS];
     int np = 0;
-    now = ps_now_ns();
+    now = braid_now_ns();
     for (int i = 0; i < cc->nservers; i++) {
       hs_step(&hs[i], i, cc, token, rails, nrails, now);
       if (hs[i].st == HS_READY || hs[i].st == HS_FAILED) continue;
@@ -613,7 +606,7 @@ ncclResult_t braid_coll_connect(void *handles[], int nranks, int rank, void *lis
   cc->hold = (int)l->h.hold;
   cc->equal_weights = !strcmp(braid_param_str(BRAID_P_PS_WEIGHTING), "equal");
   cc->part_bytes = (size_t)l->h.part_bytes;
-  cc->t_open = ps_now_ns();
+  cc->t_open = braid_now_ns();
   memset(cc->my_weights, 255, sizeof cc->my_weights);
   ps_auth_session_id(nonces, nranks, H_NONCE, cc->session);
   const struct braid_iface *rails[BRAID_MAX_RAILS];
@@ -698,7 +691,7 @@ ncclResult_t braid_coll_iflush(void *coll_comm, void *data, int size, void *mhan
 ncclResult_t braid_coll_close(void *coll_comm) {
   struct braid_collcomm *cc = braid_collcomm_check(coll_comm, "closeColl");
   if (!cc) return ncclInvalidArgument;
-  double secs = (double)(ps_now_ns() - cc->t_open) / 1e9;
+  double secs = (double)(braid_now_ns() - cc->t_open) / 1e9;
   char per[PS_MAX_SERVERS * 96] = "";
   size_t o = 0;
   for (int i = 0; i < cc->nservers && o < sizeof per; i++)

@@ -8,6 +8,7 @@
 
 #include "assign.h"
 #include "auth.h"
+#include "clock.h"
 #include "proto.h"
 
 /* Operations one head may have issued and not yet reported done; also the distance at which
@@ -125,7 +126,6 @@ struct braid_collcomm {
   uint64_t t_open;
 };
 
-uint64_t ps_now_ns(void);
 /* p as a live collComm, or NULL after a WARN naming the call (what). */
 struct braid_collcomm *braid_collcomm_check(void *p, const char *what);
 /* Marks server s lost (closes it) and re-routes or fails what it held. */

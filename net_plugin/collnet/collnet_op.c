@@ -82,7 +82,7 @@ static void push_part(struct braid_collcomm *cc, struct ps_op *op, uint32_t p) {
     op_fail(op);
     return;
   }
-  ps_rate_start(&s->rate, ps_now_ns());
+  ps_rate_start(&s->rate, braid_now_ns());
   s->parts++;
 }
 
@@ -291,7 +291,7 @@ static void on_frame(struct braid_collcomm *cc, int si) {
     struct ps_op *op = NULL;
     struct ps_part *pt = find_part(cc, si, h, &op);
     if (!pt) return; /* checked at the header; cannot happen */
-    if (pt->state != PART_RESULT) ps_rate_done(&s->rate, ps_now_ns(), 0); /* no RESULT came */
+    if (pt->state != PART_RESULT) ps_rate_done(&s->rate, braid_now_ns(), 0); /* no RESULT came */
     if (pt->state == PART_QUEUED) pt->release_pending = 1; /* our PUSH is still being written */
     else release_part(op, pt);
     return;
@@ -309,7 +309,7 @@ static void on_frame(struct braid_collcomm *cc, int si) {
   pt->state = PART_RESULT;
   pt->had_result = 1;
   s->bytes_in += h->len;
-  ps_rate_done(&s->rate, ps_now_ns(), h->len);
+  ps_rate_done(&s->rate, braid_now_ns(), h->len);
   memcpy(op->next_weights, h->weights, PS_MAX_SERVERS);
   op->have_next = 1;
   if (cc->hold) queue_done(cc, si, h->seq, h->part);
@@ -449,7 +449,7 @@ static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, voi
   }
   struct ps_op *op = slot(cc, cc->seq);
   if (op->used) return ncclSuccess; /* window full: NCCL retries this same call (seq unchanged) */
-  uint64_t now = ps_now_ns();
+  uint64_t now = braid_now_ns();
   /* The weights for this op: rank 0's, attached to op seq - PS_WINDOW (every head has that op's
    * results by now), or equal weights for the first ops. */
   uint8_t w[PS_MAX_SERVERS];
@@ -618,7 +618,7 @@ void ps_client_register(struct braid_collcomm *cc, int on) {
 
 void braid_coll_idle_progress(void) {
   if (!atomic_load_explicit(&idle_n, memory_order_relaxed)) return;
-  uint64_t now = ps_now_ns(), last = atomic_load_explicit(&idle_last_ns, memory_order_relaxed);
+  uint64_t now = braid_now_ns(), last = atomic_load_explicit(&idle_last_ns, memory_order_relaxed);
   if (now - last < 1000000ull || !atomic_compare_exchange_strong(&idle_last_ns, &last, now)) return;
   pthread_mutex_lock(&idle_mu);
   int n = atomic_load(&idle_n);

@@ -1,17 +1,10 @@
-/* What every layer does with a comm: fail it (once, with one WARN), read the clock. */
+/* What every layer does with a comm: fail it (once, with one WARN). */
 #include "comm/comm.h"
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "log.h"
-
-uint64_t braid_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 ncclResult_t braid_comm_fail(struct braid_comm *c, ncclResult_t err, const char *fmt, ...) {
   if (c->err) return c->err;

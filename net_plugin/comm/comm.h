@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "clock.h"
 #include "nccl_plugin/common.h"
 #include "topo/ifaces.h"
 #include "transport/stream.h"
@@ -204,8 +205,6 @@ struct braid_comm {
 /* Marks the comm failed (first cause wins) and logs one WARN naming the peer. */
 ncclResult_t braid_comm_fail(struct braid_comm *c, ncclResult_t err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-uint64_t braid_now_ns(void);
 
 /* Request pool (xfer.c). */
 struct braid_req *braid_req_alloc(struct braid_comm *c, enum braid_req_kind kind);

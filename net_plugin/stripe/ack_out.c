@@ -5,7 +5,8 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
+
+#include "clock.h"
 
 ssize_t (*braid_ack_send)(int fd, const void *buf, size_t len, int flags) = send;
 
@@ -32,9 +33,7 @@ bool braid_ack_out_send(struct braid_ack_out *o, int fd, const uint8_t hdr[BRAID
 
 /* Waits for room in fd until deadline_ns; false once it has passed. */
 static bool ack_out_wait_room(int fd, uint64_t deadline_ns) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  uint64_t now = braid_now_ns();
   if (now >= deadline_ns) return false;
   struct pollfd p = {.fd = fd, .events = POLLOUT};
   int ms = (int)((deadline_ns - now + 999999) / 1000000);

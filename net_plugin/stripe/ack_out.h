@@ -26,7 +26,7 @@ bool braid_ack_out_send(struct braid_ack_out *o, int fd, const uint8_t hdr[BRAID
 
 /* For a receiver NCCL may not call again (no receive pending) while the sender waits for this
  * frame: finishes an unfinished one, waiting for room in the socket until deadline_ns
- * (CLOCK_MONOTONIC).  True when none is left unfinished. */
+ * (braid_now_ns).  True when none is left unfinished. */
 bool braid_ack_out_finish(struct braid_ack_out *o, int fd, uint64_t deadline_ns);
 
 /* braid_ack_out_send, then waits as braid_ack_out_finish does: for a frame that must go out

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "braid/snapshot.h"
+#include "clock.h"
 #include "log.h"
 #include "param.h"
 #include "tmpfile.h"
@@ -115,11 +116,9 @@ void braid_telemetry_tick(uint64_t now_ns) {
 __attribute__((visibility("default"))) int braid_snapshot_v1(struct braid_snapshot_v1 *out,
                                                              uint32_t max_rails) {
   if (!out) return -1;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
   out->version = BRAID_SNAPSHOT_VERSION_1;
   out->nrails = out->total = out->reserved = 0;
-  out->taken_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  out->taken_ns = braid_now_ns();
   pthread_mutex_lock(&telemetry_lock);
   for (int i = 0; i < TELEMETRY_SLOTS; i++) {
     struct braid_rail_stats *s = &telemetry_slots[i];

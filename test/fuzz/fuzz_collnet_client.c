@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "collnet/collnet.h"
@@ -33,11 +32,6 @@
 #include "fuzz_script.h"
 
 /* collnet.c's, which this target does not compile in */
-uint64_t ps_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 struct braid_collcomm *braid_collcomm_check(void *p, const char *what) {
   (void)what;
   struct braid_collcomm *cc = p;

@@ -19,7 +19,9 @@ uint64_t fuzz_now_ns = 1000000000ull;
 char fuzz_fail_msg[512];
 int fuzz_verbose;
 
+#ifdef BRAID_CLOCK_FAKE /* fuzz_rx, fuzz_tx_ack (test/fuzz/run.sh) */
 uint64_t braid_now_ns(void) { return fuzz_now_ns; }
+#endif
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -57,6 +59,14 @@ void braid_rejoin_connect(struct braid_comm *c, uint64_t now) { (void)c, (void)n
 const char *braid_param_str(enum braid_param_id id) {
   (void)id;
   return "";
+}
+const char *braid_param_env(enum braid_param_id id) {
+  (void)id;
+  return "";
+}
+int braid_sock_poke(int fd) {
+  (void)fd;
+  return 0;
 }
 bool braid_sock_retransmitting(int fd) {
   (void)fd;

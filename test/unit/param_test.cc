@@ -327,6 +327,36 @@ TEST_F(ParamTest, BraidVariableWinsOverNcclVariable) {
   EXPECT_STREQ("ib", braid_param_str(BRAID_P_SOCKET_IFNAME));
 }
 
+// braid_param_from names the variable the loaded value came from (the precedence above).
+TEST_F(ParamTest, FromNamesTheVariableThatWasRead) {
+  EXPECT_EQ(nullptr, braid_param_from(BRAID_P_IB_HCA)) << "neither set: the default";
+  ASSERT_EQ(ncclSuccess, Load("NCCL_IB_HCA", "mlx5"));
+  EXPECT_STREQ("NCCL_IB_HCA", braid_param_from(BRAID_P_IB_HCA));
+  ASSERT_EQ(ncclSuccess, Load("BRAID_IB_HCA", ""));
+  EXPECT_STREQ("NCCL_IB_HCA", braid_param_from(BRAID_P_IB_HCA)) << "empty counts as unset";
+  ASSERT_EQ(ncclSuccess, Load("BRAID_IB_HCA", "mlx5_1"));
+  EXPECT_STREQ("BRAID_IB_HCA", braid_param_from(BRAID_P_IB_HCA));
+  EXPECT_STREQ("mlx5_1", braid_param_str(BRAID_P_IB_HCA));
+}
+
+// braid_param_env reads the environment at every call, with the same precedence and default,
+// and leaves the loaded values alone.
+TEST_F(ParamTest, EnvReadsTheVariableNow) {
+  EXPECT_STREQ("auto", braid_param_env(BRAID_P_TUNER_MODE)) << "unset: the default";
+  setenv("BRAID_TUNER_MODE", "rules", 1);
+  EXPECT_STREQ("rules", braid_param_env(BRAID_P_TUNER_MODE));
+  EXPECT_STREQ("", braid_param_env(BRAID_P_IB_HCA));
+  setenv("NCCL_IB_HCA", "mlx5", 1);
+  EXPECT_STREQ("mlx5", braid_param_env(BRAID_P_IB_HCA));
+  setenv("BRAID_IB_HCA", "=mlx5_0", 1);
+  EXPECT_STREQ("=mlx5_0", braid_param_env(BRAID_P_IB_HCA));
+  EXPECT_STREQ("", braid_param_str(BRAID_P_IB_HCA)) << "loaded before the variables were set";
+  setenv("BRAID_NSTREAMS", "banana", 1);
+  EXPECT_STREQ("banana", braid_param_env(BRAID_P_NSTREAMS)) << "unchecked";
+  EXPECT_EQ("", Captured()) << "and no warning";
+  EXPECT_STREQ("", braid_param_env(BRAID_P_COUNT));
+}
+
 TEST_F(ParamTest, NoFallbackForOtherVariables) {
   // NCCL_NSTREAMS is not a fallback of BRAID_NSTREAMS.
   const char *old = getenv("NCCL_NSTREAMS");

@@ -1,5 +1,6 @@
 // Multi-rail scheduler: the API's rules on hand-driven rails, then whole transfers over simulated
-// rails (sched_sim.h) that slow down, fail, black-hole and recover.
+// rails (tools/sim/railsim.c, braid-sim's rail simulator) that slow down, fail, black-hole and
+// recover.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -7,9 +8,10 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
-#include "sched_sim.h"
+#include "railsim.h"
 
 extern "C" {
 #include "stripe/sched.h"
@@ -17,15 +19,9 @@ extern "C" {
 
 namespace {
 
-using braid_sim::Act;
-using braid_sim::Action;
-using braid_sim::Config;
-using braid_sim::kMs;
-using braid_sim::kSec;
-using braid_sim::kUs;
-using braid_sim::Result;
-using braid_sim::Simulate;
-
+constexpr uint64_t kUs = RS_US;
+constexpr uint64_t kMs = RS_MS;
+constexpr uint64_t kSec = RS_SEC;
 constexpr size_t kKiB = 1024;
 constexpr double kRate = 37.5e6; // 300 Mbit/s, the netbed's rails
 
@@ -434,15 +430,43 @@ TEST_F(Sched, AcksNeverDriveInflightNegative) {
 // ---------------------------------------------------------------------------------------------
 // Simulated rails
 
+// A scenario: railsim's configuration (rs_config_default's values) and the message sizes and
+// actions it points to, set when it runs.
+struct Config : rs_config {
+  std::vector<size_t> sizes;
+  std::vector<rs_action> acts;
+  Config() : rs_config() { rs_config_default(this); }
+};
+
+// railsim's result for a scenario, freed with it.
+struct Result : rs_result {
+  explicit Result(Config &c) : rs_result() {
+    c.msgs = c.sizes.data(), c.nmsgs = c.sizes.size();
+    c.actions = c.acts.data(), c.nactions = c.acts.size();
+    EXPECT_EQ(0, rs_simulate(&c, this)) << "railsim refused the scenario";
+  }
+  ~Result() { rs_result_free(this); }
+  Result(const Result &) = delete;
+  Result &operator=(const Result &) = delete;
+
+  double Bps(uint64_t t0, uint64_t t1, int rail = -1) const { return rs_Bps(this, t0, t1, rail); }
+  double Share(int rail, uint64_t t0, uint64_t t1) const { return rs_share(this, rail, t0, t1); }
+  uint64_t First(braid_sched_reason why, int rail, uint64_t after = 0) const {
+    return rs_first(this, why, rail, after);
+  }
+  int Count(braid_sched_reason why, int rail = -1) const { return rs_count(this, why, rail); }
+};
+
 Config Stream(std::vector<double> ratios, size_t nmsgs, size_t size = 512 * kKiB) {
   Config c;
-  for (double x : ratios) c.rate_Bps.push_back(x * kRate);
-  c.msgs.assign(nmsgs, size);
+  c.nrails = (int)ratios.size();
+  for (size_t i = 0; i < ratios.size(); i++) c.rate_Bps[i] = ratios[i] * kRate;
+  c.sizes.assign(nmsgs, size);
   return c;
 }
 
 // The end of the steady part of a run: the last bins hold the drain of the final messages.
-uint64_t SteadyEnd(const Result &r) { return (r.finish_ns / r.bin_ns - 3) * r.bin_ns; }
+uint64_t SteadyEnd(const Result &r) { return rs_steady_end(&r); }
 
 void ExpectIntact(const Result &r) {
   EXPECT_TRUE(r.complete) << "transfer did not finish";
@@ -455,19 +479,19 @@ void ExpectIntact(const Result &r) {
 // Bytes the rails could have carried over [0, t): rates integrated, none while failed or
 // black-holed.  The yardstick for runs whose capacity changes.
 double CapacityBytes(const Config &c, uint64_t t) {
-  std::vector<Action> acts = c.actions;
-  std::stable_sort(acts.begin(), acts.end(), [](const Action &a, const Action &b) { return a.at_ns < b.at_ns; });
+  std::vector<rs_action> acts = c.acts;
+  std::stable_sort(acts.begin(), acts.end(), [](const rs_action &a, const rs_action &b) { return a.at_ns < b.at_ns; });
   double sum = 0;
-  for (size_t r = 0; r < c.rate_Bps.size(); r++) {
+  for (int r = 0; r < c.nrails; r++) {
     double rate = c.rate_Bps[r];
     bool up = true;
     uint64_t from = 0;
-    for (const Action &a : acts) {
-      if (a.rail != (int)r || a.at_ns >= t) continue;
+    for (const rs_action &a : acts) {
+      if (a.rail != r || a.at_ns >= t) continue;
       sum += (up ? rate : 0) * (double)(a.at_ns - from) / 1e9;
       from = a.at_ns;
-      if (a.kind == Act::Rate) rate = a.rate_Bps;
-      up = a.kind == Act::Rate ? up : a.kind == Act::Recover;
+      if (a.kind == RS_RATE) rate = a.rate_Bps;
+      up = a.kind == RS_RATE ? up : a.kind == RS_RECOVER;
     }
     sum += (up ? rate : 0) * (double)(t - from) / 1e9;
   }
@@ -480,18 +504,20 @@ void Figure(const char *what, double value, const char *unit) {
 }
 
 TEST(SchedSim, EqualRailsReachTheirSum) {
-  Result r = Simulate(Stream({1, 1, 1, 1}, 300));
+  Config c = Stream({1, 1, 1, 1}, 300);
+  Result r(c);
   ExpectIntact(r);
   double bps = r.Bps(100 * kMs, SteadyEnd(r));
   Figure("4 equal rails: throughput / sum of rails", bps / (4 * kRate), "");
   EXPECT_GE(bps, 0.95 * 4 * kRate);
   for (int i = 0; i < 4; i++) EXPECT_NEAR(0.25, r.Share(i, 100 * kMs, SteadyEnd(r)), 0.01);
-  EXPECT_EQ(0u, r.events.size()) << "healthy rails: nothing to report";
+  EXPECT_EQ(0u, r.nevents) << "healthy rails: nothing to report";
   EXPECT_EQ(0u, r.hedged_chunks + r.dup_chunks);
 }
 
 TEST(SchedSim, VerySlowRailIsDemotedAndCostsLittle) {
-  Result r = Simulate(Stream({1, 1, 1, 0.1}, 250));
+  Config c = Stream({1, 1, 1, 0.1}, 250);
+  Result r(c);
   ExpectIntact(r);
   double bps = r.Bps(200 * kMs, SteadyEnd(r));
   Figure("1:1:1:0.1: throughput / three fast rails", bps / (3 * kRate), "");
@@ -504,7 +530,7 @@ TEST(SchedSim, VerySlowRailIsDemotedAndCostsLittle) {
 
   Config eq = Stream({1, 1, 1, 0.1}, 60);
   eq.equal_striping = true;
-  Result e = Simulate(eq);
+  Result e(eq);
   ExpectIntact(e);
   double ebps = e.Bps(100 * kMs, SteadyEnd(e));
   Figure("1:1:1:0.1: equal striping / (4 x slow rail)", ebps / (4 * 0.1 * kRate), "");
@@ -513,7 +539,8 @@ TEST(SchedSim, VerySlowRailIsDemotedAndCostsLittle) {
 }
 
 TEST(SchedSim, HalfRateRailCarriesHalfAsMuch) {
-  Result r = Simulate(Stream({1, 1, 1, 0.5}, 250));
+  Config c = Stream({1, 1, 1, 0.5}, 250);
+  Result r(c);
   ExpectIntact(r);
   uint64_t t1 = SteadyEnd(r);
   double bps = r.Bps(100 * kMs, t1);
@@ -526,8 +553,8 @@ TEST(SchedSim, HalfRateRailCarriesHalfAsMuch) {
 
 TEST(SchedSim, ShareFollowsARailThatSlowsMidMessage) {
   Config c = Stream({1, 1, 1, 1}, 300);
-  c.actions.push_back({400 * kMs, 0, Act::Rate, 0.5 * kRate});
-  Result r = Simulate(c);
+  c.acts.push_back({400 * kMs, 0, RS_RATE, 0.5 * kRate});
+  Result r(c);
   ExpectIntact(r);
   Figure("rail 0 at half rate from 400 ms: share in 400..450 ms", r.Share(0, 400 * kMs, 450 * kMs), "");
   Figure("rail 0 at half rate from 400 ms: share after 450 ms", r.Share(0, 450 * kMs, SteadyEnd(r)), "");
@@ -541,8 +568,8 @@ TEST(SchedSim, ShareFollowsARailThatSlowsMidMessage) {
 
 TEST(SchedSim, RailThatCrawlsIsDemotedNotDeclaredDead) {
   Config c = Stream({1, 1, 1, 1}, 300);
-  c.actions.push_back({400 * kMs, 0, Act::Rate, 0.02 * kRate}); // 50x slower
-  Result r = Simulate(c);
+  c.acts.push_back({400 * kMs, 0, RS_RATE, 0.02 * kRate}); // 50x slower
+  Result r(c);
   ExpectIntact(r);
   uint64_t slow = r.First(BRAID_SCHED_SLOW, 0);
   Figure("rail 0 at 1/50 from 400 ms: demoted after", (double)(slow - 400 * kMs) / 1e6, "ms");
@@ -556,9 +583,9 @@ TEST(SchedSim, RailThatCrawlsIsDemotedNotDeclaredDead) {
 
 TEST(SchedSim, UnsentCopiesOfACrawlingRailAreWithdrawn) {
   Config c = Stream({1, 1, 1, 1}, 300);
-  c.actions.push_back({400 * kMs, 0, Act::Rate, 0.02 * kRate});
+  c.acts.push_back({400 * kMs, 0, RS_RATE, 0.02 * kRate});
   c.withdraw_unsent = true; // a transport with its own per-rail send queue
-  Result r = Simulate(c);
+  Result r(c);
   ExpectIntact(r);
   Figure("rail 0 at 1/50, queued copies withdrawn", (double)r.withdrawn_chunks, "chunks");
   EXPECT_GT(r.withdrawn_chunks, 0u);
@@ -568,9 +595,9 @@ TEST(SchedSim, UnsentCopiesOfACrawlingRailAreWithdrawn) {
 
 TEST(SchedSim, FailedRailLosesNothingAndIsReadmitted) {
   Config c = Stream({1, 1, 1, 1}, 350);
-  c.actions.push_back({300 * kMs, 1, Act::Fail, 0});
-  c.actions.push_back({800 * kMs, 1, Act::Recover, 0});
-  Result r = Simulate(c);
+  c.acts.push_back({300 * kMs, 1, RS_FAIL, 0});
+  c.acts.push_back({800 * kMs, 1, RS_RECOVER, 0});
+  Result r(c);
   ExpectIntact(r);
   EXPECT_GT(r.resent_chunks, 0u);
   EXPECT_LE(r.First(BRAID_SCHED_FAILED, 1), 300 * kMs + c.fail_detect_ns + c.tick_ns);
@@ -586,9 +613,9 @@ TEST(SchedSim, FailedRailLosesNothingAndIsReadmitted) {
 
 TEST(SchedSim, BlackHoledRailIsDetectedAndItsChunksResent) {
   Config c = Stream({1, 1, 1, 1}, 400);
-  c.actions.push_back({300 * kMs, 2, Act::BlackHole, 0});
-  c.actions.push_back({1200 * kMs, 2, Act::Recover, 0}); // then delivers what it held: duplicates
-  Result r = Simulate(c);
+  c.acts.push_back({300 * kMs, 2, RS_BLACKHOLE, 0});
+  c.acts.push_back({1200 * kMs, 2, RS_RECOVER, 0}); // then delivers what it held: duplicates
+  Result r(c);
   ExpectIntact(r);
   uint64_t late = r.First(BRAID_SCHED_LATE, 2), stalled = r.First(BRAID_SCHED_STALLED, 2);
   Figure("rail 2 black-holed at 300 ms: LATE (hedge) after", (double)(late - 300 * kMs) / 1e6, "ms");
@@ -603,7 +630,7 @@ TEST(SchedSim, BlackHoledRailIsDetectedAndItsChunksResent) {
   EXPECT_LT(r.First(BRAID_SCHED_RECOVERED, 2, 1200 * kMs), 1500 * kMs);
 
   c.hedge = false; // the same without acting on LATE: resent only once declared dead
-  Result n = Simulate(c);
+  Result n(c);
   ExpectIntact(n);
   EXPECT_GT(n.resent_chunks, 0u);
   Figure("  same without hedging: throughput 300..1200 ms / three rails", n.Bps(300 * kMs, 1200 * kMs) / (3 * kRate), "");
@@ -612,9 +639,9 @@ TEST(SchedSim, BlackHoledRailIsDetectedAndItsChunksResent) {
 
 TEST(SchedSim, AllRailsDownThenOneReturns) {
   Config c = Stream({1, 1, 1, 1}, 150);
-  for (int i = 0; i < 4; i++) c.actions.push_back({200 * kMs, i, Act::Fail, 0});
-  c.actions.push_back({500 * kMs, 0, Act::Recover, 0});
-  Result r = Simulate(c);
+  for (int i = 0; i < 4; i++) c.acts.push_back({200 * kMs, i, RS_FAIL, 0});
+  c.acts.push_back({500 * kMs, 0, RS_RECOVER, 0});
+  Result r(c);
   ExpectIntact(r);
   EXPECT_TRUE(r.all_down_seen) << "the transport is told when no path is left";
   EXPECT_EQ(0.0, r.Bps(210 * kMs, 500 * kMs));
@@ -624,14 +651,14 @@ TEST(SchedSim, AllRailsDownThenOneReturns) {
 TEST(SchedSim, LightLoadDoesNotLookSlow) {
   Config c = Stream({1, 1, 1, 1}, 400, 64 * kKiB);
   c.slots = 1; // one small message at a time: every rail mostly idle
-  Result r = Simulate(c);
+  Result r(c);
   ExpectIntact(r);
   for (int i = 0; i < 4; i++) {
     EXPECT_EQ(BRAID_RAIL_ACTIVE, r.final_rails[i].state);
     EXPECT_GT(r.final_rails[i].est_Bps, 0.9 * kRate) << "rail " << i;
     EXPECT_GT(r.sent_bytes[i], 80 * 64 * kKiB) << "rail " << i << " starved";
   }
-  EXPECT_EQ(0u, r.events.size());
+  EXPECT_EQ(0u, r.nevents);
 }
 
 Config Mixed(uint32_t seed) {
@@ -644,17 +671,17 @@ Config Mixed(uint32_t seed) {
     uint32_t x = rng() % 50;
     int k = 0;
     while (x >= (uint32_t)weight[k]) x -= weight[k++];
-    c.msgs.push_back(sizes[k]);
+    c.sizes.push_back(sizes[k]);
   }
-  c.actions = {{1 * kSec, 1, Act::Rate, 0.15 * kRate}, {2 * kSec, 3, Act::Fail, 0},
-               {3 * kSec, 3, Act::Recover, 0},         {4 * kSec, 0, Act::BlackHole, 0},
-               {5 * kSec, 0, Act::Recover, 0},         {5500 * kMs, 1, Act::Rate, kRate}};
+  c.acts = {{1 * kSec, 1, RS_RATE, 0.15 * kRate}, {2 * kSec, 3, RS_FAIL, 0},
+            {3 * kSec, 3, RS_RECOVER, 0},         {4 * kSec, 0, RS_BLACKHOLE, 0},
+            {5 * kSec, 0, RS_RECOVER, 0},         {5500 * kMs, 1, RS_RATE, kRate}};
   return c;
 }
 
 TEST(SchedSim, ThousandsOfMixedMessagesThroughTrouble) {
   Config c = Mixed(7);
-  Result r = Simulate(c);
+  Result r(c);
   ExpectIntact(r);
   double eff = (double)r.total_bytes / CapacityBytes(c, r.finish_ns);
   Figure("5000 mixed messages: simulated seconds", (double)r.finish_ns / 1e9, "s");
@@ -671,21 +698,26 @@ TEST(SchedSim, ThousandsOfMixedMessagesThroughTrouble) {
 
 // Random rates, failures, black holes and recoveries (everything healed at the end): whatever
 // happens, every chunk is accepted exactly once and the books balance.
+Config RandomTrouble(uint32_t seed, const size_t *sizes, size_t nsizes) {
+  std::mt19937 rng(seed);
+  Config c;
+  c.nrails = 2 + (int)(rng() % 5);
+  for (int i = 0; i < c.nrails; i++) c.rate_Bps[i] = kRate * (0.2 + (rng() % 100) / 100.0);
+  for (int m = 0; m < 200; m++) c.sizes.push_back(sizes[rng() % nsizes]);
+  for (int k = 0; k < 12; k++) {
+    rs_act kind = (rs_act)(rng() % 4);
+    c.acts.push_back({(rng() % 1500) * kMs, (int)(rng() % (uint32_t)c.nrails), kind, kRate * (0.02 + (rng() % 150) / 100.0)});
+  }
+  for (int i = 0; i < c.nrails; i++) c.acts.push_back({1600 * kMs, i, RS_RECOVER, 0});
+  return c;
+}
+
 TEST(SchedSim, RandomTroubleNeverLosesAChunk) {
   static const size_t sizes[] = {100, 8 * kKiB, 128 * kKiB, 300 * kKiB, 512 * kKiB, 2 << 20};
   uint64_t dups = 0, resent = 0, hedged = 0;
   for (uint32_t seed = 1; seed <= 100; seed++) {
-    std::mt19937 rng(seed);
-    Config c;
-    int n = 2 + (int)(rng() % 5);
-    for (int i = 0; i < n; i++) c.rate_Bps.push_back(kRate * (0.2 + (rng() % 100) / 100.0));
-    for (int m = 0; m < 200; m++) c.msgs.push_back(sizes[rng() % 6]);
-    for (int k = 0; k < 12; k++) {
-      Act kind = (Act)(rng() % 4);
-      c.actions.push_back({(rng() % 1500) * kMs, (int)(rng() % (uint32_t)n), kind, kRate * (0.02 + (rng() % 150) / 100.0)});
-    }
-    for (int i = 0; i < n; i++) c.actions.push_back({1600 * kMs, i, Act::Recover, 0});
-    Result r = Simulate(c);
+    Config c = RandomTrouble(seed, sizes, 6);
+    Result r(c);
     SCOPED_TRACE("seed " + std::to_string(seed));
     ExpectIntact(r);
     dups += r.dup_chunks, resent += r.resent_chunks, hedged += r.hedged_chunks;
@@ -696,14 +728,40 @@ TEST(SchedSim, RandomTroubleNeverLosesAChunk) {
   EXPECT_GT(dups, 0u);
 }
 
+// The same with empty messages among the sizes, and every third run withdrawing copies not yet
+// sent once their chunk is done.
+TEST(SchedSim, RandomTroubleWithWithdrawalsNeverLosesAChunk) {
+  static const size_t sizes[] = {0, 100, 8 * kKiB, 128 * kKiB, 300 * kKiB, 512 * kKiB, 2 << 20};
+  for (uint32_t seed = 1; seed <= 30; seed++) {
+    Config c = RandomTrouble(seed, sizes, 7);
+    c.withdraw_unsent = seed % 3 == 0;
+    Result r(c);
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ExpectIntact(r);
+  }
+}
+
 TEST(SchedSim, SameInputsSamePicks) {
-  Result a = Simulate(Mixed(7)), b = Simulate(Mixed(7)), c = Simulate(Mixed(8));
+  Config ca = Mixed(7), cb = Mixed(7), cc = Mixed(8);
+  Result a(ca), b(cb), c(cc);
   EXPECT_EQ(a.pick_hash, b.pick_hash);
   EXPECT_EQ(a.picks, b.picks);
   EXPECT_EQ(a.finish_ns, b.finish_ns);
-  ASSERT_EQ(a.events.size(), b.events.size());
-  for (size_t i = 0; i < a.events.size(); i++) EXPECT_EQ(0, memcmp(&a.events[i], &b.events[i], sizeof a.events[i]));
+  ASSERT_EQ(a.nevents, b.nevents);
+  for (size_t i = 0; i < a.nevents; i++) EXPECT_EQ(0, memcmp(&a.events[i], &b.events[i], sizeof a.events[i]));
   EXPECT_NE(a.pick_hash, c.pick_hash);
+}
+
+TEST(SchedSim, BadConfigRefused) {
+  rs_config k;
+  rs_config_default(&k);
+  rs_result r;
+  k.nrails = 0;
+  EXPECT_EQ(-1, rs_simulate(&k, &r));
+  k.nrails = BRAID_SCHED_MAX_RAILS + 1;
+  EXPECT_EQ(-1, rs_simulate(&k, &r));
+  k.nrails = 2; // rates left at 0
+  EXPECT_EQ(-1, rs_simulate(&k, &r));
 }
 
 } // namespace

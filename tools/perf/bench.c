@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "collnet.h"
 #include "dtype.h"
 #include "plan.h"
@@ -31,12 +31,6 @@ struct bench_result {
   double time_us;
   uint64_t wrong;
 };
-
-static double bench_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* a.count (see plan_args) for sweep size `bytes`. */
 static size_t bench_count(const struct perf_opts *o, int nranks, size_t es, size_t bytes) {
@@ -168,15 +162,15 @@ static struct bench_result bench_step(struct bench *b, struct rdv *r) {
   for (int w = 0; w < b->o->warmup; w++) res.wrong += bench_verified(b);
   uint32_t seed = all ? 0 : bench_prepare(b);
   if (rdv_barrier(r)) _exit(2);
-  double busy = 0, t0 = bench_now();
+  double busy = 0, t0 = braid_now_s();
   for (int it = 0; it < b->o->iters; it++) {
     if (all) seed = bench_prepare(b);
-    double s = bench_now();
+    double s = braid_now_s();
     bench_once(b);
-    busy += bench_now() - s;
+    busy += braid_now_s() - s;
     if (all) res.wrong += bench_check(b, seed);
   }
-  double elapsed = all ? busy : bench_now() - t0;
+  double elapsed = all ? busy : braid_now_s() - t0;
   res.time_us = elapsed * 1e6 / b->o->iters;
   if (!all) res.wrong += bench_check(b, seed);
   res.wrong += bench_verified(b);

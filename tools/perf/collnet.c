@@ -36,8 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "collnet.h"
 #include "logger.h"
 #include "plan.h"
@@ -74,12 +74,6 @@ struct cn_op {
   uint64_t nsteps;
   struct cn_lane lane[COLLNET_MAX_HEADS];
 };
-
-static double cn_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* topoGetAlgoInfo's channel tuning for the CollNet chain. */
 static int cn_channels(int nch, size_t nbytes) {
@@ -292,16 +286,16 @@ int collnet_run(struct perf_net *pn, const struct plan_args *a) {
   perf_logger(NCCL_LOG_TRACE, NCCL_COLL, __func__, __LINE__, "CollNet allreduce of %zu elements: "
               "%d head(s), %d channel(s), chunk %zu B, %llu step(s), %d group(s)", a->count,
               x.nheads, x.nc, x.chunk, (unsigned long long)x.nsteps, x.ngroups);
-  double last = cn_now(), last_check = last;
+  double last = braid_now_s(), last_check = last;
   int pending = 1;
   while (pending) {
     int moved = cn_pass(&x, &pending);
     if (moved < 0) return -1;
     if (moved || !pending) {
-      last = cn_now();
+      last = braid_now_s();
       continue;
     }
-    double now = cn_now();
+    double now = braid_now_s();
     if (now - last > x.cn->timeout_s) {
       char why[64];
       snprintf(why, sizeof why, "no progress for %d s (--timeout)", x.cn->timeout_s);

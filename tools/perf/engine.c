@@ -5,16 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "proto.h"
 #include "rdv.h"
-
-static double eng_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int eng_fail(struct engine *e, const char *call, ncclResult_t r, const struct eng_conn *c) {
   if (c)
@@ -251,16 +245,16 @@ static int eng_pass(struct engine *e, const struct eng_op *op, int *pending) {
 
 int eng_run(struct engine *e, const struct eng_op *op) {
   if (eng_prepare(e, op)) return -1;
-  double last = eng_now(), last_check = last;
+  double last = braid_now_s(), last_check = last;
   int rc = 0, pending = 1;
   while (pending) {
     int progress = eng_pass(e, op, &pending);
     if (progress < 0) { rc = -1; break; }
     if (progress || !pending) {
-      last = eng_now();
+      last = braid_now_s();
       continue;
     }
-    double now = eng_now();
+    double now = braid_now_s();
     if (now - last > e->timeout_s) {
       char why[96];
       snprintf(why, sizeof why, "no progress for %d s (--timeout)", e->timeout_s);

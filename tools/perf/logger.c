@@ -7,8 +7,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 static int log_level = NCCL_LOG_WARN;
 /* NCCL's default NCCL_DEBUG_SUBSYS: INIT, BOOTSTRAP and ENV only (NET lines need NET). */
@@ -62,10 +63,8 @@ void perf_logger(ncclDebugLogLevel level, unsigned long flags, const char *file,
   else if (level == NCCL_LOG_INFO)
     snprintf(head, sizeof head, "%s:%d:%d [%d] NCCL INFO ", log_host, pid, tid, log_dev);
   else if (level == NCCL_LOG_TRACE) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     snprintf(head, sizeof head, "%s:%d:%d [%d] %f %s:%d NCCL TRACE ", log_host, pid, tid, log_dev,
-             ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6, file ? file : "?", line);
+             (double)braid_now_ns() * 1e-6, file ? file : "?", line);
   } else
     snprintf(head, sizeof head, "%s:%d:%d [%d] NCCL VERSION ", log_host, pid, tid, log_dev);
   va_list ap;

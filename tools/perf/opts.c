@@ -235,9 +235,9 @@ int perf_opts_multi_algo(const struct perf_opts *o) {
 }
 
 int perf_opts_collnet_wanted(void) {
-  const char *en = getenv("NCCL_COLLNET_ENABLE"), *ps = getenv("BRAID_PS_SERVERS");
+  const char *en = getenv("NCCL_COLLNET_ENABLE");
   if (en && *en) return atoi(en) == 1;
-  return ps && *ps;
+  return *braid_param_env(BRAID_P_PS_SERVERS) != 0;
 }
 
 const char *perf_proto_name(enum perf_proto p) {

@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #define RDV_MAGIC 0x62726476u /* "brdv" */
 
@@ -22,12 +23,6 @@ struct rdv_hdr {
   uint32_t rank;
   uint64_t len;
 };
-
-static double rdv_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int rdv_resolve(const char *host, int port, struct addrinfo **ai, int passive) {
   char ps[16];
@@ -63,7 +58,7 @@ int rdv_listen(const char *host, int *port) {
 /* Waits for fd to be ready for `events` until deadline; 0 ready, -1 timeout or error. */
 static int rdv_wait(int fd, short events, double deadline) {
   for (;;) {
-    int ms = (int)((deadline - rdv_now()) * 1000);
+    int ms = (int)((deadline - braid_now_s()) * 1000);
     if (ms < 0) return -1;
     struct pollfd p = {fd, events, 0};
     int n = poll(&p, 1, ms);
@@ -109,7 +104,7 @@ static int rdv_recv_msg(int fd, void *buf, size_t len, double dl, int *from) {
 static int rdv_connect(const char *host, int port, double dl) {
   struct addrinfo *ai;
   if (rdv_resolve(host, port, &ai, 0)) return -1;
-  while (rdv_now() < dl) {
+  while (braid_now_s() < dl) {
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
       int one = 1;
@@ -158,7 +153,7 @@ int rdv_join(struct rdv *r, int listen_fd, const char *host, int port, int rank,
   r->lost_at = 0;
   r->fds = malloc(sizeof(int) * (size_t)nranks);
   for (int i = 0; i < nranks; i++) r->fds[i] = -1;
-  double dl = rdv_now() + timeout_s;
+  double dl = braid_now_s() + timeout_s;
   int rc = 0;
   if (rank == 0) {
     rc = listen_fd >= 0 ? rdv_accept_all(r, listen_fd, dl) : -1;
@@ -178,7 +173,7 @@ static int rdv_fail(struct rdv *r, int peer, const char *what) {
 }
 
 int rdv_allgather(struct rdv *r, const void *mine, void *all, size_t len) {
-  double dl = rdv_now() + r->timeout_ms / 1000.0;
+  double dl = braid_now_s() + r->timeout_ms / 1000.0;
   char *a = all;
   memcpy(a + (size_t)r->rank * len, mine, len);
   if (r->nranks == 1) return 0;

@@ -8,18 +8,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "collnet.h"
 #include "logger.h"
 #include "plan.h"
 #include "rdv.h"
 
 #define SETUP_HANDLE NCCL_NET_HANDLE_MAXSIZE
-
-static double setup_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int setup_call(int rank, const char *call, ncclResult_t r) {
   if (r == ncclSuccess) return 0;
@@ -176,7 +171,7 @@ static int setup_poll_one(struct perf_net *pn, struct setup_pending *sp, int ran
 static int setup_poll(struct perf_net *pn, struct setup_pending *pend, int n, int timeout_s,
                       struct rdv *r) {
   int left = n, rank = pn->eng.rank;
-  double dl = setup_now() + timeout_s;
+  double dl = braid_now_s() + timeout_s;
   while (left > 0) {
     for (int k = 0; k < n; k++) {
       if (pend[k].c->comm) continue;
@@ -184,7 +179,7 @@ static int setup_poll(struct perf_net *pn, struct setup_pending *pend, int n, in
       if (rc < 0) return -1;
       left -= rc;
     }
-    if (left && setup_now() > dl) {
+    if (left && braid_now_s() > dl) {
       fprintf(stderr, "braid-perf: rank %d: %d of %d connections not up after %d s:", rank, left,
               n, timeout_s);
       for (int k = 0; k < n; k++)

@@ -8,6 +8,7 @@
 
 #include "calib.h"
 #include "inputs.h"
+#include "param.h"
 #include "rdv.h"
 #include "rules.h"
 #include "tunerload.h"
@@ -64,7 +65,7 @@ static void tune_quiet(void *arg, const char *source, int line, const char *msg)
  * --link-gbs and --channels. src describes where they came from. */
 static void tune_model_link(const struct perf_opts *o, double *gbs, int *nch, char *src,
                             size_t len) {
-  const char *path = getenv("BRAID_TUNER_CALIB");
+  const char *path = braid_param_env(BRAID_P_TUNER_CALIB);
   struct braid_calib c;
   char err[200];
   *gbs = o->link_gbs;

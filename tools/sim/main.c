@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "cfg.h"
+#include "clock.h"
 #include "coll.h"
 #include "report.h"
 
@@ -37,12 +37,6 @@ static void usage(FILE *f) {
           "Config keys [default]:\n");
   sim_cfg_help(f);
   fprintf(f, "\nExit status: 0, 1 for a failed simulation or output, 2 for bad usage.\n");
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Parses a comma list of names into a mask; -1 for an unknown name. */
@@ -93,13 +87,13 @@ static int run_one(struct rows *out, const struct sim_cfg *cfg, int nodes, enum 
     memset(w, 0, sizeof *w);
     w->sc = sc, w->algo = (enum algo)(a % ALGO_COUNT), w->braid = a >= ALGO_COUNT;
     w->gpus = (long)nodes * cfg->gpus;
-    double t0 = now_s();
+    double t0 = braid_now_s();
     if (coll_run(&cl, w->algo, w->braid, &w->r) != 0) {
       fprintf(stderr, "braid-sim: %s on %s failed (out of memory?)\n", algo_name(w->algo, w->braid), scenario_name(sc));
       cluster_free(&cl);
       return -1;
     }
-    w->wall_s = now_s() - t0;
+    w->wall_s = braid_now_s() - t0;
     w->healthy_s = sc == SC_HEALTHY ? w->r.time_s : INFINITY;
     for (size_t i = 0; healthy && i < healthy->n; i++)
       if (healthy->v[i].algo == w->algo && healthy->v[i].braid == w->braid && healthy->v[i].gpus == w->gpus)
@@ -186,11 +180,11 @@ int main(int argc, char **argv) {
   struct stripe_cache *cache = stripe_cache_new();
   struct rows rows = {0}, healthy = {0}, sweep = {0};
   int rc = cache ? 0 : 1;
-  double t0 = now_s();
+  double t0 = braid_now_s();
   /* Healthy first: every other scenario's slowdown is against it. */
   for (int s = 0; rc == 0 && s < SC_COUNT; s++)
     if (scen & (1u << s)) rc = run_one(s == SC_HEALTHY ? &healthy : &rows, &cfg, cfg.nodes, (enum scenario)s, algos, cache, &healthy);
-  double t_main = now_s() - t0;
+  double t_main = braid_now_s() - t0;
   /* The sweep: one node, then doubling, then all of them; healthy and (if asked) slow NICs. */
   for (int n = 1; rc == 0 && cfg.sweep && n <= cfg.nodes; n = n * 2 > cfg.nodes && n < cfg.nodes ? cfg.nodes : n * 2) {
     struct sim_cfg c = cfg;
@@ -199,7 +193,7 @@ int main(int argc, char **argv) {
       if ((s == SC_HEALTHY || s == SC_SLOW_NICS) && (scen & (1u << s)))
         rc = run_one(&sweep, &c, n, (enum scenario)s, algos, cache, NULL);
   }
-  double t_all = now_s() - t0;
+  double t_all = braid_now_s() - t0;
   /* The table: healthy rows then the others. */
   struct row *all = rc == 0 ? malloc((healthy.n + rows.n + 1) * sizeof *all) : NULL;
   if (rc == 0 && !all) rc = 1;

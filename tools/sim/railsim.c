@@ -1,4 +1,4 @@
-/* braid-sim's rail simulator (see railsim.h): the unit tests' SchedSim, event for event, in C. */
+/* The rail simulator (see railsim.h). */
 #include "railsim.h"
 
 #include <stdlib.h>

@@ -1,9 +1,7 @@
-/* braid-sim's rail simulator: discrete events on the rails of one striped connection, driving
- * braid's real scheduler (net_plugin/stripe/sched.c) by a simulated clock.
- *
- * The same model as the plugin's unit-test simulator (test/unit/sched_sim.h), in C, event for
- * event (ties broken by insertion order, chunks re-queued oldest first), so that the two give the
- * same picks, events and finish times for the same inputs (test/sim checks this):
+/* The rail simulator: discrete events on the rails of one striped connection, driving braid's
+ * real scheduler (net_plugin/stripe/sched.c) by a simulated clock.  braid-sim's per-node rates
+ * come from it, and the scheduler's unit tests (test/unit/sched_test.cc) run their transfers
+ * through it.  Deterministic: ties are broken by insertion order, chunks re-queued oldest first.
  *   rails: a rate, a FIFO of chunks transmitted one at a time (the head's progress is kept across
  *     rate changes), a one-way propagation delay for data and acks; an action can change a rate,
  *     fail a rail (everything on it is dropped, the transport sees an error fail_detect_ns
@@ -19,6 +17,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #include "stripe/sched.h"
 
@@ -87,5 +89,9 @@ uint64_t rs_first(const struct rs_result *r, enum braid_sched_reason reason, int
 int rs_count(const struct rs_result *r, enum braid_sched_reason reason, int rail);
 /* The end of the steady part of a run: the last bins hold the drain of the final messages. */
 uint64_t rs_steady_end(const struct rs_result *r);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

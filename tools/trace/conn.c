@@ -35,13 +35,13 @@ static void conn_add_comm(struct trace_line *l, const char *key, const struct tr
 }
 
 ncclResult_t braid_net_listen(void *ctx, int dev, void *handle, void **listen_comm) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   struct trace_ctx *x;
   *listen_comm = NULL;
   if (conn_ctx(ctx, "listen", &x)) return ncclInvalidArgument;
   void *inner = NULL;
   ncclResult_t rc = netload_listen(&trace_nl, x ? x->inner : NULL, dev, handle, &inner);
-  uint64_t t1 = trace_now_ns();
+  uint64_t t1 = braid_now_ns();
   struct trace_comm *c = NULL;
   if (rc == ncclSuccess && inner) {
     if (!(c = conn_wrap(TRACE_LISTEN, inner, handle ? trace_handle_hash(handle) : 0))) {
@@ -60,7 +60,7 @@ ncclResult_t braid_net_listen(void *ctx, int dev, void *handle, void **listen_co
 }
 
 ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_comm) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   struct trace_ctx *x;
   *send_comm = NULL;
   if (conn_ctx(ctx, "connect", &x)) return ncclInvalidArgument;
@@ -69,7 +69,7 @@ ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_com
   void *inner = NULL;
   ncclResult_t rc =
       netload_connect(&trace_nl, x ? x->inner : NULL, dev, handle, &inner, NULL);
-  uint64_t t1 = trace_now_ns();
+  uint64_t t1 = braid_now_ns();
   if (rc == ncclSuccess && !inner) return ncclSuccess; /* in progress: called again */
   if (handle) trace_connect_end(handle);
   struct trace_comm *c = NULL;
@@ -88,13 +88,13 @@ ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_com
 }
 
 ncclResult_t braid_net_accept(void *listen_comm, void **recv_comm) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   *recv_comm = NULL;
   struct trace_comm *lc = trace_comm_get(listen_comm, TRACE_LISTEN, "accept");
   if (!lc) return ncclInvalidArgument;
   void *inner = NULL;
   ncclResult_t rc = netload_accept(&trace_nl, lc->inner, &inner, NULL);
-  uint64_t t1 = trace_now_ns();
+  uint64_t t1 = braid_now_ns();
   if (rc == ncclSuccess && !inner) {
     atomic_fetch_add(&lc->accept_tries, 1);
     return ncclSuccess;
@@ -118,7 +118,7 @@ ncclResult_t braid_net_accept(void *listen_comm, void **recv_comm) {
 /* The three closes: forward (NULL too, as the inner plugin defines it), log, free ours. */
 static ncclResult_t conn_close(void *comm, enum trace_comm_kind kind, const char *call,
                                const char *what) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   struct trace_comm *c = NULL;
   if (comm && !(c = trace_comm_get(comm, kind, what))) return ncclInvalidArgument;
   void *inner = c ? c->inner : NULL;
@@ -128,7 +128,7 @@ static ncclResult_t conn_close(void *comm, enum trace_comm_kind kind, const char
   struct trace_line l;
   trace_line_begin(&l, call, t0);
   conn_add_comm(&l, "comm", c);
-  trace_emit(&l, rc, t0, trace_now_ns(), NULL, 0, 1);
+  trace_emit(&l, rc, t0, braid_now_ns(), NULL, 0, 1);
   if (c) {
     c->magic = 0;
     free(c);

@@ -43,13 +43,13 @@ static void data_add_list(struct trace_line *l, const char *key, int n, const si
 }
 
 ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   *mhandle = NULL;
   struct trace_comm *c = trace_comm_get(comm, 0, "regMr");
   if (!c) return ncclInvalidArgument;
   void *inner = NULL;
   ncclResult_t rc = netload_reg_mr(&trace_nl, c->inner, data, size, type, &inner);
-  uint64_t t1 = trace_now_ns();
+  uint64_t t1 = braid_now_ns();
   struct trace_mr *m = NULL;
   if (rc == ncclSuccess && inner) {
     if ((m = malloc(sizeof *m))) {
@@ -69,7 +69,7 @@ ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, voi
 }
 
 ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   struct trace_comm *c = trace_comm_get(comm, 0, "deregMr");
   void *inner;
   if (!c || data_mr_inner(mhandle, &inner, "deregMr")) return ncclInvalidArgument;
@@ -78,7 +78,7 @@ ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
   trace_line_begin(&l, "deregmr", t0);
   trace_line_add(&l, "comm=c%d", c->id);
   data_add_mr(&l, mhandle);
-  trace_emit(&l, rc, t0, trace_now_ns(), NULL, 0, 0);
+  trace_emit(&l, rc, t0, braid_now_ns(), NULL, 0, 0);
   if (mhandle && rc == ncclSuccess) {
     ((struct trace_mr *)mhandle)->magic = 0;
     free(mhandle);
@@ -101,14 +101,14 @@ static void data_add_req(struct trace_line *l, const struct trace_req *r) {
 
 ncclResult_t braid_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                              void **request) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   void *inner_req = *request; /* the caller's preset passes through, as netload documents */
   *request = NULL;
   struct trace_comm *c = trace_comm_get(send_comm, TRACE_SEND, "isend");
   void *mh;
   if (!c || data_mr_inner(mhandle, &mh, "isend")) return ncclInvalidArgument;
   ncclResult_t rc = netload_isend(&trace_nl, c->inner, data, size, tag, mh, NULL, &inner_req);
-  uint64_t t1 = trace_now_ns();
+  uint64_t t1 = braid_now_ns();
   if (rc == ncclSuccess && !inner_req) { /* not now: the caller retries */
     atomic_fetch_add(&c->post_busy, 1);
     return ncclSuccess;
@@ -130,7 +130,7 @@ ncclResult_t braid_net_isend(void *send_comm, void *data, size_t size, int tag, 
 
 ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
                              const int *tags, void **mhandles, void **request) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   void *inner_req = *request; /* NCCL may preset NCCL_NET_OPTIONAL_RECV_COMPLETION */
   int opt = inner_req == (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION;
   *request = NULL;
@@ -150,7 +150,7 @@ ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *
   }
   ncclResult_t rc = netload_irecv(&trace_nl, c->inner, n, data, sz, tg, mhandles ? mh : NULL,
                                   NULL, &inner_req);
-  uint64_t t1 = trace_now_ns();
+  uint64_t t1 = braid_now_ns();
   if (rc == ncclSuccess && !inner_req) {
     atomic_fetch_add(&c->post_busy, 1);
     return ncclSuccess;
@@ -173,7 +173,7 @@ ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *
 
 ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
                               void **request) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   *request = NULL;
   struct trace_comm *c = trace_comm_get(recv_comm, TRACE_RECV, "iflush");
   if (!c || n < 0 || n > NETLOAD_MAX_RECVS) return ncclInvalidArgument;
@@ -183,7 +183,7 @@ ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, v
   void *inner_req = NULL;
   ncclResult_t rc = netload_iflush(&trace_nl, c->inner, n, data, sizes, mhandles ? mh : NULL,
                                    &inner_req);
-  uint64_t t1 = trace_now_ns();
+  uint64_t t1 = braid_now_ns();
   struct trace_req *r = NULL;
   if (rc == ncclSuccess && inner_req && !(r = data_req(TRACE_OP_IFLUSH, c, n, inner_req, t0)))
     rc = ncclSystemError;
@@ -203,7 +203,7 @@ static const char *data_op_name(enum trace_req_op op) {
 }
 
 ncclResult_t braid_net_test(void *request, int *done, int *sizes) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   struct trace_req *r = request;
   *done = 0;
   if (!r || r->magic != TRACE_MAGIC_REQ) {
@@ -211,7 +211,7 @@ ncclResult_t braid_net_test(void *request, int *done, int *sizes) {
     return ncclInvalidArgument;
   }
   ncclResult_t rc = netload_test(&trace_nl, r->inner, done, sizes);
-  uint64_t t1 = trace_now_ns();
+  uint64_t t1 = braid_now_ns();
   if (rc == ncclSuccess && !*done) {
     r->polls++; /* a request is tested by one thread at a time */
     return ncclSuccess;

@@ -27,7 +27,7 @@ static int inner_is_self(const void *table) {
 static void inner_open_locked(void) {
   const char *name = braid_param_str(BRAID_P_TRACE_INNER);
   char err[1024];
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   inner_rc = netload_open(&trace_nl, name, 0, err, sizeof err);
   if (inner_rc == ncclSuccess && inner_is_self(trace_nl.net.any)) {
     snprintf(err, sizeof err, "%s is braid-trace itself", trace_nl.path);
@@ -46,7 +46,7 @@ static void inner_open_locked(void) {
     BRAID_WARN("braid-trace: cannot load the plugin to trace (BRAID_TRACE_INNER=%s): %s", name,
                err);
   }
-  trace_emit(&l, inner_rc, t0, trace_now_ns(), NULL, 0, 0);
+  trace_emit(&l, inner_rc, t0, braid_now_ns(), NULL, 0, 0);
   inner_state = inner_rc == ncclSuccess ? 1 : -1;
 }
 

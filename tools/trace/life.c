@@ -40,7 +40,7 @@ ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
                             ncclDebugLogger_t logger, const char *abi) {
   if (ctx) *ctx = NULL;
   braid_log_set_logger(logger);
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   struct trace_ctx *c = NULL;
   ncclResult_t rc = trace_inner_open();
   if (rc == ncclSuccess) {
@@ -57,12 +57,12 @@ ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
   else trace_line_add(&l, "ctx=-");
   trace_line_add(&l, "abi=%s comm_id=0x%llx tc=%d", life_abi(abi), (unsigned long long)comm_id,
                  traffic_class);
-  trace_emit(&l, rc, t0, trace_now_ns(), NULL, 0, 1);
+  trace_emit(&l, rc, t0, braid_now_ns(), NULL, 0, 1);
   return rc;
 }
 
 ncclResult_t braid_net_finalize(void *ctx) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   ncclResult_t rc = ncclSuccess;
   struct trace_line l;
   trace_line_begin(&l, "finalize", t0);
@@ -78,19 +78,19 @@ ncclResult_t braid_net_finalize(void *ctx) {
     c->magic = 0;
     free(c);
   }
-  trace_emit(&l, rc, t0, trace_now_ns(), NULL, 0, 1);
+  trace_emit(&l, rc, t0, braid_now_ns(), NULL, 0, 1);
   return rc;
 }
 
 ncclResult_t braid_net_devices(int *ndev) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   *ndev = 0;
   ncclResult_t rc = trace_inner_open();
   if (rc == ncclSuccess) rc = netload_devices(&trace_nl, ndev);
   struct trace_line l;
   trace_line_begin(&l, "devices", t0);
   trace_line_add(&l, "ndev=%d", *ndev);
-  trace_emit(&l, rc, t0, trace_now_ns(), NULL, 0, 0);
+  trace_emit(&l, rc, t0, braid_now_ns(), NULL, 0, 0);
   return rc;
 }
 
@@ -120,7 +120,7 @@ static void life_props_copy(struct braid_props *p, const netload_props_t *q) {
 }
 
 ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   netload_props_t q;
   memset(&q, 0, sizeof q);
   memset(p, 0, sizeof *p);
@@ -140,13 +140,13 @@ ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
                  q.name && *q.name && !strchr(q.name, ' ') ? q.name : "-", q.ptrSupport, q.speed,
                  (double)q.latency, q.maxComms, q.maxRecvs, q.maxP2pBytes, q.forceFlush,
                  q.regIsGlobal);
-  trace_emit(&l, rc, t0, trace_now_ns(), NULL, 0, 0);
+  trace_emit(&l, rc, t0, braid_now_ns(), NULL, 0, 0);
   return rc;
 }
 
 /* abi.c hands over the send-side peers and flows and the op bits; the rest stays undefined. */
 ncclResult_t braid_net_set_attr(void *ctx, int32_t max_peers, int32_t max_flows, uint32_t ops) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   struct trace_ctx *c = ctx ? trace_ctx_get(ctx, "setNetAttr") : trace_default_ctx();
   if (!c) return ncclInvalidArgument;
   ncclResult_t rc = ncclSuccess;
@@ -160,12 +160,12 @@ ncclResult_t braid_net_set_attr(void *ctx, int32_t max_peers, int32_t max_flows,
   struct trace_line l;
   trace_line_begin(&l, "set_attr", t0);
   trace_line_add(&l, "ctx=x%d peers=%d flows=%d op=0x%x", c->id, max_peers, max_flows, ops);
-  trace_emit(&l, rc, t0, trace_now_ns(), NULL, 0, 0);
+  trace_emit(&l, rc, t0, braid_now_ns(), NULL, 0, 0);
   return rc;
 }
 
 ncclResult_t braid_net_make_vdevice(int *d, int ndevs, const int *devs, int max) {
-  uint64_t t0 = trace_now_ns();
+  uint64_t t0 = braid_now_ns();
   ncclResult_t rc = ncclInvalidUsage;
   if (ndevs < 0 || ndevs > max || ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V12) {
     rc = ncclInvalidArgument;
@@ -177,6 +177,6 @@ ncclResult_t braid_net_make_vdevice(int *d, int ndevs, const int *devs, int max)
   struct trace_line l;
   trace_line_begin(&l, "make_vdevice", t0);
   trace_line_add(&l, "ndevs=%d dev=%d", ndevs, rc == ncclSuccess ? *d : -1);
-  trace_emit(&l, rc, t0, trace_now_ns(), NULL, 0, 0);
+  trace_emit(&l, rc, t0, braid_now_ns(), NULL, 0, 0);
   return rc;
 }

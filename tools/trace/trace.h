@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "netload.h"
 
 #define TRACE_MAGIC_CTX 0x54435458u  /* "TCTX" */
@@ -86,8 +87,6 @@ void trace_connect_end(const void *handle);
 void trace_connect_forget(const void *owner);
 
 /* ---- the trace (writer.c) ---- */
-
-uint64_t trace_now_ns(void);
 
 /* One line being built: "<t_us> T<thread> <call>" then " key=value" pieces. */
 struct trace_line {

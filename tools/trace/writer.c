@@ -74,8 +74,6 @@ static uint64_t clock_ns(clockid_t id) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t trace_now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
-
 /* BRAID_TRACE_FILE with %p (pid) and %h (host name) expanded; "" for stderr. */
 static void writer_path(char *out, size_t len) {
   const char *f = braid_param_str(BRAID_P_TRACE_FILE);
@@ -205,7 +203,7 @@ static void writer_child(void) {
 }
 
 __attribute__((constructor)) static void writer_load(void) {
-  w_mono0 = clock_ns(CLOCK_MONOTONIC);
+  w_mono0 = braid_now_ns();
   w_epoch0 = clock_ns(CLOCK_REALTIME);
   pthread_atfork(writer_prepare, writer_parent, writer_child);
 }

@@ -16,17 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "transport/verbs/verbs_conn.h"
 
 #define INFLIGHT 8
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static uint8_t pattern(uint64_t msg, size_t i) { return (uint8_t)(msg * 131 + i * 7 + (i >> 12)); }
 
@@ -59,11 +53,11 @@ static int post(struct run *x, size_t sz) {
   for (size_t k = 0; k < sz; k++) x->sbuf[i][k] = (char)pattern(x->posted, k);
   memset(x->rbuf[i], 0xee, sz < x->cap ? sz + 1 : x->cap);
   int rc;
-  double deadline = now_s() + 30;
+  double deadline = braid_now_s() + 30;
   /* Only the sender is driven meanwhile: a detached receive in the slot is retired by irecv. */
   while ((rc = braid_vc_irecv(x->vc[1], x->rbuf[i], x->cap, x->rmem[i], &x->rreq[i])) == 1) {
     braid_vc_progress(x->vc[0]);
-    if (now_s() > deadline) return fail(x, "irecv found no free slot within 30 s");
+    if (braid_now_s() > deadline) return fail(x, "irecv found no free slot within 30 s");
   }
   if (rc) return fail(x, "irecv");
   x->detached[i] = x->hint && braid_vc_detach(x->vc[1], x->rreq[i]);
@@ -84,11 +78,11 @@ static int finish(struct run *x, double deadline) {
     /* never tested, the receiver never driven: only the sender moves, the data must land */
     while (!x->sdone[i]) {
       if (braid_vc_test(x->vc[0], x->sreq[i], &x->sdone[i], NULL)) return fail(x, "send test");
-      if (now_s() > deadline) return fail(x, "a send to a detached receive did not complete within 30 s");
+      if (braid_now_s() > deadline) return fail(x, "a send to a detached receive did not complete within 30 s");
     }
     while (x->size[i] && ((uint8_t)x->rbuf[i][x->size[i] - 1] != pattern(x->done, x->size[i] - 1) ||
                           (uint8_t)x->rbuf[i][0] != pattern(x->done, 0)))
-      if (now_s() > deadline) return fail(x, "a detached receive's data did not land within 30 s");
+      if (braid_now_s() > deadline) return fail(x, "a detached receive's data did not land within 30 s");
     x->rdone[i] = true;
   }
   while (!x->sdone[i] || !x->rdone[i]) {
@@ -102,7 +96,7 @@ static int finish(struct run *x, double deadline) {
       printf("FAIL: message %llu: received %zu bytes, sent %zu\n", (unsigned long long)x->done, got, x->size[i]);
       return -1;
     }
-    if (now_s() > deadline) return fail(x, "a message did not complete within 30 s");
+    if (braid_now_s() > deadline) return fail(x, "a message did not complete within 30 s");
   }
   for (size_t k = 0; k < x->size[i]; k++)
     if ((uint8_t)x->rbuf[i][k] != pattern(x->done, k)) {
@@ -121,14 +115,14 @@ static int finish(struct run *x, double deadline) {
 
 /* Streams messages of sz for secs seconds (8 in flight); returns 0 or -1. */
 static int stream(struct run *x, size_t sz, double secs) {
-  double end = now_s() + secs;
-  while (now_s() < end) {
+  double end = braid_now_s() + secs;
+  while (braid_now_s() < end) {
     while (x->posted - x->done < INFLIGHT)
       if (post(x, sz)) return -1;
-    if (finish(x, now_s() + 30)) return -1;
+    if (finish(x, braid_now_s() + 30)) return -1;
   }
   while (x->done < x->posted)
-    if (finish(x, now_s() + 30)) return -1;
+    if (finish(x, braid_now_s() + 30)) return -1;
   return 0;
 }
 
@@ -140,7 +134,7 @@ static int mismatch(struct run *x) {
   while ((rc = braid_vc_isend(x->vc[0], x->sbuf[0], sz, x->smem[0], &sreq)) == 1) braid_vc_progress(x->vc[1]);
   bool sfail = rc < 0, rfail = false, done;
   size_t got;
-  for (double end = now_s() + 10; (!sfail || !rfail) && now_s() < end;) {
+  for (double end = braid_now_s() + 10; (!sfail || !rfail) && braid_now_s() < end;) {
     if (!sfail) sfail = braid_vc_test(x->vc[0], sreq, &done, NULL) < 0;
     if (!rfail) rfail = braid_vc_test(x->vc[1], rreq, &done, &got) < 0;
     if (!rfail && done) return fail(x, "the receive of a larger send completed");
@@ -244,7 +238,7 @@ int main(int argc, char **argv) {
   if (!rc && sizes) {
     const size_t sz[] = {0, 1, 4095, chunk, chunk + 1, (3u << 20) + 5};
     for (size_t k = 0; k < sizeof sz / sizeof sz[0] && !rc; k++) {
-      rc = post(&x, sz[k]) || finish(&x, now_s() + 30) ? -1 : 0;
+      rc = post(&x, sz[k]) || finish(&x, braid_now_s() + 30) ? -1 : 0;
       if (!rc) printf("size %zu: verified\n", sz[k]);
     }
   }
@@ -258,9 +252,9 @@ int main(int argc, char **argv) {
   if (!rc && secs > 0) {
     uint64_t b0 = x.bytes, m0 = x.done, rb0[BRAID_VC_MAX_RAILS];
     for (int r = 0; r < nrails; r++) rb0[r] = braid_vc_rail_bytes(x.vc[0], r);
-    double t0 = now_s();
+    double t0 = braid_now_s();
     rc = stream(&x, size, secs);
-    double dt = now_s() - t0;
+    double dt = braid_now_s() - t0;
     if (!rc) {
       printf("throughput %.1f Mbit/s: %llu messages of %zu bytes in %.2f s, every byte verified\n",
              (double)(x.bytes - b0) * 8 / dt / 1e6, (unsigned long long)(x.done - m0), size, dt);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "transport/verbs/verbs_ep.h"
 
 #define NWRITES 64
@@ -20,20 +21,14 @@ static int fail(const char *what) {
   return -1;
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* The next completion of ep into ev: 1, 0 after timeout seconds, -1 when the CQ fails. */
 static int next_event(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, double timeout) {
   struct timespec nap = {0, 20000};
-  double end = now_s() + timeout;
+  double end = braid_now_s() + timeout;
   for (;;) {
     int n = braid_verbs_ep_poll(ep, ev, 1);
     if (n != 0) return n;
-    if (now_s() > end) return 0;
+    if (braid_now_s() > end) return 0;
     nanosleep(&nap, NULL);
   }
 }
@@ -133,9 +128,9 @@ static int test_writes(struct braid_verbs_ep *ep[2], struct braid_verbs_mr *src,
   for (uint32_t i = 0; i < NWRITES; i++)
     for (uint32_t j = 0; j < CHUNK / 4; j++) s[(size_t)i * (CHUNK / 4) + j] = word(i, j);
   memset(dst->addr, 0, dst->len);
-  double t0 = now_s();
+  double t0 = braid_now_s();
   if (write_chunks(ep, src, dst, NWRITES, CHUNK, true)) return -1;
-  double dt = now_s() - t0;
+  double dt = braid_now_s() - t0;
   printf("writes: %d x %u KiB WRITE_WITH_IMM, each imm once, data verified (%.2f s, %.1f MB/s)\n", NWRITES,
          CHUNK >> 10, dt, NWRITES * (double)CHUNK / dt / 1e6);
   return 0;
@@ -148,18 +143,18 @@ static int test_blackhole(struct braid_verbs_ep *ep[2], struct braid_verbs_mr *s
   fflush(stdout);
   char line[64];
   if (!fgets(line, sizeof line, stdin)) sleep(5);
-  double t0 = now_s();
+  double t0 = braid_now_s();
   for (uint32_t i = 0; i < 8; i++)
     if (braid_verbs_ep_write_imm(ep[0], src, (size_t)i * CHUNK, CHUNK, (uintptr_t)dst->addr + (size_t)i * CHUNK,
                                  dst->rkey, 0xc0000000u | i, i))
       return fail("write_imm post");
   struct braid_verbs_ev ev, other;
-  while (now_s() - t0 < 30) {
+  while (braid_now_s() - t0 < 30) {
     braid_verbs_ep_poll(ep[1], &other, 1); /* the receiving side: whatever arrives */
     int n = next_event(ep[0], &ev, 0.001);
     if (n < 0) return fail("poll failed");
     if (n == 0 || ev.kind != BRAID_VERBS_EV_ERROR) continue;
-    double ms = (now_s() - t0) * 1e3;
+    double ms = (braid_now_s() - t0) * 1e3;
     printf("blackhole: first error after %.0f ms on %s: %s\n", ms, braid_verbs_ep_name(ep[0]), ev.why);
     if (!braid_verbs_ep_failed(ep[0])) return fail("endpoint not failed after an error");
     printf("blackhole: endpoint reports itself failed; posts refused: %s\n",

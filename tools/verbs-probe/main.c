@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "param.h"
 #include "transport/verbs/verbs_dev.h"
 
 static void usage(FILE *f) {
@@ -31,7 +32,7 @@ int main(int argc, char **argv) {
   static struct braid_verbs_rail rails[BRAID_VERBS_MAX_RAILS];
   char why[768] = "";
   int n = braid_verbs_rails(rails, BRAID_VERBS_MAX_RAILS, why, sizeof why);
-  const char *hca = getenv("BRAID_IB_HCA") ? getenv("BRAID_IB_HCA") : getenv("NCCL_IB_HCA");
+  const char *hca = braid_param_str(BRAID_P_IB_HCA);
   if (n <= 0) {
     printf("braid-verbs-probe: no rails: %s\n", why);
     return 1;
@@ -50,7 +51,7 @@ int main(int argc, char **argv) {
     printf("%-16s %-10s %5d %7d %4s %4s  %s\n", name, braid_verbs_link_name(r->link), r->mtu,
            r->speed_mbps, idx, roce, gid);
   }
-  if (getenv("BRAID_IB_GID_INDEX") || getenv("NCCL_IB_GID_INDEX"))
+  if (braid_param_from(BRAID_P_IB_GID_INDEX))
     printf("# *: GID index set by BRAID_IB_GID_INDEX / NCCL_IB_GID_INDEX\n");
   return 0;
 }

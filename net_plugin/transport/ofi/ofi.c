@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
@@ -19,6 +18,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "clock.h"
 #include "log.h"
 #include "nccl_plugin/common.h"
 #include "param.h"
@@ -392,15 +392,12 @@ static int ep_app_recvs(const struct braid_ofi_ep *e) {
 /* Reaps e's completions (the cancellations') until none is under way, or none into the
  * application's memory when app_only, or ms have passed. */
 static void ep_drain(struct braid_ofi_ep *e, long ms, bool app_only) {
-  struct timespec t0, t;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  uint64_t t0 = braid_now_ns();
   do {
     struct braid_ofi_done d[8];
     e->failed = false; /* errors here are the cancellations */
     (void)braid_ofi_progress(e, d, 8);
-    clock_gettime(CLOCK_MONOTONIC, &t);
-  } while ((app_only ? ep_app_recvs(e) : e->nops) &&
-           (t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000L < ms);
+  } while ((app_only ? ep_app_recvs(e) : e->nops) && (braid_now_ns() - t0) / 1000000 < (uint64_t)ms);
 }
 
 bool braid_ofi_ep_close(struct braid_ofi_ep *e) {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "stripe/sched.h"
 
@@ -127,12 +128,6 @@ struct braid_vc {
   struct rreq r[BRAID_VC_SLOTS];
 };
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 __attribute__((format(printf, 2, 3))) static int vc_fail(struct braid_vc *vc, const char *fmt, ...) {
   if (!vc->failed) {
     vc->failed = true;
@@ -181,13 +176,13 @@ static void fail_rail(struct braid_vc *vc, int r, const char *why) {
   BRAID_WARN("verbs rail %d (%s): %s; fenced, its data goes on the other rails", r,
              braid_verbs_ep_name(vc->ep[r]), why);
   braid_verbs_ep_fence(vc->ep[r]);
-  braid_sched_failed(&vc->sched, r, now_ns());
+  braid_sched_failed(&vc->sched, r, braid_now_ns());
   if (vc->sender) {
     struct ctl_fence f = {.type = CTL_FENCE, .rail = (uint8_t)r};
     ctl_queue(vc, &f, sizeof f);
   } else {
     vc->fence_wait[r] = true; /* FENCED, unasked, once drained */
-    vc->fence_since[r] = now_ns();
+    vc->fence_since[r] = braid_now_ns();
   }
   int live = 0;
   for (int i = 0; i < vc->nrails; i++) live += !vc->down[i];
@@ -410,7 +405,7 @@ static bool ctl_fence_rail(struct braid_vc *vc, unsigned rail, const char *what,
   }
   fail_rail(vc, (int)rail, why);
   vc->fence_wait[rail] = true;
-  vc->fence_since[rail] = now_ns();
+  vc->fence_since[rail] = braid_now_ns();
   return true;
 }
 
@@ -495,7 +490,7 @@ static void on_event(struct braid_vc *vc, int r, const struct braid_verbs_ev *ev
 
 int braid_vc_progress(struct braid_vc *vc) {
   if (vc->failed) return -1;
-  uint64_t now = now_ns();
+  uint64_t now = braid_now_ns();
   struct braid_verbs_ev ev[16];
   for (int r = 0; r < vc->nrails && !vc->failed; r++) {
     int n;
@@ -602,7 +597,7 @@ int braid_vc_open(const struct braid_verbs_rail *rails, int nrails, bool sender,
   p.stall_margin_ns = 400000000;
   double Bps[BRAID_SCHED_MAX_RAILS] = {0};
   for (int r = 0; r < nrails; r++) Bps[r] = rails[r].speed_mbps * 125000.0;
-  if (braid_sched_init(&vc->sched, nrails, &p, Bps, now_ns())) {
+  if (braid_sched_init(&vc->sched, nrails, &p, Bps, braid_now_ns())) {
     free(vc);
     return -1;
   }

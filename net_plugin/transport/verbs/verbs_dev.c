@@ -140,7 +140,7 @@ int braid_verbs_rails(struct braid_verbs_rail *out, int max, char *why, size_t w
     snprintf(why, whylen, "invalid BRAID_* configuration (see the WARN above)");
     return -1;
   }
-  const char *var = getenv("BRAID_IB_HCA") ? "BRAID_IB_HCA" : "NCCL_IB_HCA";
+  const char *var = braid_param_from(BRAID_P_IB_HCA); /* NULL: neither is set */
   return braid_verbs_discover(braid_param_str(BRAID_P_IB_HCA), var,
                               (int)braid_param_int(BRAID_P_IB_GID_INDEX), out, max, why, whylen);
 }

@@ -13,6 +13,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "clock.h"
 #include "log.h"
 
 /* Transport timeout and retries.  The local ACK timeout is 4.096 us * 2^timeout: 16 gives
@@ -117,9 +118,7 @@ static uint8_t mtu_cap(enum ibv_mtu m) {
 }
 
 static uint32_t new_psn(uint32_t qpn) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  uint64_t x = (uint64_t)t.tv_nsec * 0x9e3779b97f4a7c15ull ^ ((uint64_t)getpid() << 24) ^ qpn;
+  uint64_t x = braid_now_ns() % 1000000000ull * 0x9e3779b97f4a7c15ull ^ ((uint64_t)getpid() << 24) ^ qpn;
   return (uint32_t)(x ^ (x >> 29)) & 0xffffff;
 }
 
@@ -464,13 +463,12 @@ int braid_verbs_ep_recv_posted(const struct braid_verbs_ep *ep) { return ep->rec
 /* After the QP is in ERR every posted request completes (flushed); wait for them, bounded. */
 static void drain(struct braid_verbs_ep *ep) {
   int rc = braid_verbs_ep_fence(ep);
-  struct timespec t0, t, nap = {0, 100000};
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  struct timespec nap = {0, 100000};
+  uint64_t t0 = braid_now_ns();
   struct braid_verbs_ev ev[16];
   while (!rc && (ep->recv_posted > 0 || ep->send_head != ep->send_tail)) {
     if (braid_verbs_ep_poll(ep, ev, 16) < 0) break;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    if (t.tv_sec - t0.tv_sec >= 2) {
+    if (braid_now_ns() - t0 >= 2000000000ull) {
       BRAID_WARN("%s: %d receives and %llu sends not flushed after 2 s; destroying the QP anyway",
                  ep->name, ep->recv_posted, (unsigned long long)(ep->send_head - ep->send_tail));
       break;

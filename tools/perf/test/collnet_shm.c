@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "nccl_plugin/net.h"
 
 #define CS_NSLOT 16
@@ -250,12 +251,6 @@ static struct cs_req *cs_req_new(struct cs_comm *c) {
 
 /* ---- set-up -------------------------------------------------------------------------------- */
 
-static double cs_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void cs_nap(void) {
   struct timespec ts = {0, 100 * 1000};
   nanosleep(&ts, NULL);
@@ -349,7 +344,7 @@ static int cs_map(struct cs_comm *c, double deadline) {
       fd = shm_open(c->name, O_RDWR, 0600);
       if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size == want) break;
       if (fd >= 0) close(fd);
-      if (cs_now() > deadline)
+      if (braid_now_s() > deadline)
         return CS_WARN("collshm: rank %d: %s never appeared", c->rank, c->name), -1;
       cs_nap();
     }
@@ -364,7 +359,7 @@ static int cs_map(struct cs_comm *c, double deadline) {
     atomic_store_explicit(&c->hdr->magic, CS_SEG_MAGIC, memory_order_release);
   }
   while (atomic_load_explicit(&c->hdr->magic, memory_order_acquire) != CS_SEG_MAGIC) {
-    if (cs_now() > deadline) return CS_WARN("collshm: %s never initialized", c->name), -1;
+    if (braid_now_s() > deadline) return CS_WARN("collshm: %s never initialized", c->name), -1;
     cs_nap();
   }
   if ((int)c->hdr->nranks != c->nranks)
@@ -372,8 +367,8 @@ static int cs_map(struct cs_comm *c, double deadline) {
                    c->hdr->nranks), -1;
   atomic_fetch_add(&c->hdr->arrived, 1);
   while ((int)atomic_load(&c->hdr->arrived) < c->nranks) {
-    if (cs_now() > deadline) return CS_WARN("collshm: rank %d: only %u of %d ranks arrived",
-                                            c->rank, atomic_load(&c->hdr->arrived), c->nranks), -1;
+    if (braid_now_s() > deadline) return CS_WARN("collshm: rank %d: only %u of %d ranks arrived",
+                                                 c->rank, atomic_load(&c->hdr->arrived), c->nranks), -1;
     cs_nap();
   }
   if (c->rank == 0 && shm_unlink(c->name) == 0) c->unlinked = 1; /* everyone has it mapped */
@@ -412,7 +407,7 @@ static ncclResult_t cs_connect(void *handles[], int nranks, int rank, void *list
   c->seed = (unsigned)(getpid() * 2654435761u) ^ (unsigned)rank;
   snprintf(c->name, sizeof c->name, "/braid-collshm-%016llx",
            (unsigned long long)h0.nonce);
-  if (cs_map(c, cs_now() + cs_env_int("COLLSHM_TIMEOUT", 60))) {
+  if (cs_map(c, braid_now_s() + cs_env_int("COLLSHM_TIMEOUT", 60))) {
     cs_comm_free(c);
     return ncclSystemError;
   }
