@@ -86,7 +86,6 @@ static void set_state(struct braid_sched *s, int i, enum braid_rail_state to,
   rail_t *r = &s->rail[i];
   enum braid_rail_state from = r->state;
   r->state = to;
-  r->state_since_ns = now;
   r->slow = false;
   if (to == BRAID_RAIL_DEGRADED) {
     r->probe_gap_ns = s->p.probe_interval_ns;
@@ -123,7 +122,6 @@ static void rail_init(rail_t *r, double nominal, uint64_t now) {
   r->state = BRAID_RAIL_ACTIVE;
   r->nominal_Bps = nominal;
   r->est_Bps = nominal;
-  r->state_since_ns = now;
   r->busy_mark_ns = now;
   r->last_progress_ns = now;
 }
@@ -288,13 +286,7 @@ void braid_sched_sent(struct braid_sched *s, int i, size_t bytes, uint64_t now_n
     r->late_reported = false;
   }
   r->inflight += bytes;
-  r->inflight_chunks++;
-  r->bytes_sent += bytes;
-  r->chunks_sent++;
-  if (r->state == BRAID_RAIL_DEGRADED) {
-    r->probes++;
-    r->next_probe_ns = now_ns + r->probe_gap_ns;
-  }
+  if (r->state == BRAID_RAIL_DEGRADED) r->next_probe_ns = now_ns + r->probe_gap_ns;
   s->rr = (unsigned)(i + 1) % (unsigned)s->nrails;
 }
 
@@ -382,7 +374,6 @@ void braid_sched_acked(struct braid_sched *s, int i, size_t bytes, uint64_t sent
     r->win_busy_ns = r->win_bytes = 0; /* a window that old mixes two different rails: restart */
   busy_account(r, now_ns);
   r->inflight -= bytes;
-  if (r->inflight_chunks > 0) r->inflight_chunks--;
   r->win_bytes += bytes;
   r->bytes_acked += bytes;
   r->last_progress_ns = now_ns;
@@ -402,7 +393,6 @@ void braid_sched_withdrawn(struct braid_sched *s, int i, size_t bytes, uint64_t 
   if (bytes > r->inflight) bytes = r->inflight;
   busy_account(r, now_ns); /* the rail was busy with its other chunks until now */
   r->inflight -= bytes;
-  if (r->inflight_chunks > 0) r->inflight_chunks--;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -412,7 +402,6 @@ void braid_sched_failed(struct braid_sched *s, int i, uint64_t now_ns) {
   if (!valid(s, i) || s->rail[i].state == BRAID_RAIL_DOWN) return;
   rail_t *r = &s->rail[i];
   r->inflight = 0;
-  r->inflight_chunks = 0;
   r->win_busy_ns = 0;
   r->win_bytes = 0;
   r->stall_reported = false;

@@ -2,8 +2,9 @@
  *
  * Pure: no I/O, no clock, no allocation, no logging.  The caller passes the time (ns, any
  * monotonic origin) to every call and logs the events the scheduler hands back, so the same code
- * runs in the plugin, in the unit tests' rail simulator and in braid-sim.  Depends on the C
- * standard headers only.  Not thread-safe: one scheduler per connection, driven by its owner.
+ * runs in the plugin and in the rail simulator (tools/sim/railsim.c: braid-sim and the unit
+ * tests).  Depends on the C standard headers only.  Not thread-safe: one scheduler per
+ * connection, driven by its owner.
  *
  * Estimator (per rail): delivered throughput while busy.
  *   A rail is busy while it has bytes in flight (sent, not acknowledged).  Busy time and acked
@@ -16,7 +17,8 @@
  *   Silence correction (pick only): a rail with bytes in flight and no ack for T cannot deliver
  *   faster than inflight / T, so pick() uses min(est, inflight / T): work moves off a rail that
  *   went quiet long before the next sample or the stall verdict.
- *   Delay: EWMA (1/8) of each chunk's sojourn, handed to the rail -> acknowledged (telemetry).
+ *   Delay: EWMA (1/8) of each chunk's sojourn, handed to the rail -> acknowledged (delay_ns;
+ *   nothing outside the unit tests reads it yet).
  *
  * Choice of rail (pick): earliest expected finish.
  *   finish(r) = (inflight_r + bytes) / est_r.  Carrying rails are ACTIVE and PROBING ones.  The
@@ -52,15 +54,18 @@
  *   LATE      the rail's in-flight bytes, at what it can at most be delivering now, would finish
  *             later than late_mult * (what the other carrying rails need for theirs plus these)
  *             + late_margin_ns.  Fires tens of ms into a black hole or a sudden crawl, long
- *             before any verdict.  The transport hedges: it queues a second copy of each of the
- *             rail's unacked chunks (those with no other copy in flight) for the other rails and
- *             leaves the originals where they are; the first copy to arrive wins.
+ *             before any verdict.  The socket and verbs transports ignore it; the ofi one
+ *             suspects the rail already (see STALLED).  The rail simulator can hedge on it
+ *             instead: a second copy of each of the rail's unacked chunks that has no other copy
+ *             in flight, the originals left where they are.
  *   STALLED   bytes in flight and no ack for longer than (stall_mult * inflight / est +
  *             stall_margin_ns) * 2^min(recent errors, 6): scaled by the rail's own drain time, so
  *             a slow rail is not taken for a dead one, and more patient with a rail that keeps
  *             failing (one slower than the margin allows for a chunk, or one whose optimistic
- *             estimate after reconnecting is far off, still gets measured).  The transport
- *             normally calls braid_sched_failed() and resends.
+ *             estimate after reconnecting is far off, still gets measured).  The transport then
+ *             calls braid_sched_failed() and re-sends: the socket and ofi ones once the suspect
+ *             rail's path also shows dead (stripe/tx.c), the verbs one and the rail simulator at
+ *             once.
  *   Log FAILED, SLOW, RECOVERED (and LAST_LEFT) as warnings; LATE, STALLED (followed by FAILED),
  *   PROBE_OK and RESTORED are routine.
  *
@@ -71,8 +76,8 @@
  *   - keep a generation per rail: acks of copies sent before the rail's last failure are not
  *     reported (they still complete the chunk);
  *   - after braid_sched_failed() re-queue that rail's unacked chunks (those with no other copy in
- *     flight), ahead of new work; reconnect no earlier than braid_sched_retry_at();
- *   - pass as `pending` every byte queued and not yet on a rail (re-sends and hedges included);
+ *     flight), ahead of new work; braid_sched_retry_at() advises when to reconnect;
+ *   - pass as `pending` every byte queued and not yet on a rail (re-sends included);
  *     place a second copy of a chunk with braid_sched_pick_avoid(), never on a rail holding one;
  *   - the receiver accepts each chunk's data once (a per-message record of byte ranges held,
  *     not a byte count: a re-send may be cut into other pieces than the copy it replaces) and
@@ -154,14 +159,12 @@ struct braid_sched_rail {
   double est_Bps;         /* delivered throughput while busy */
   uint64_t delay_ns;      /* EWMA sojourn of a chunk, sent -> acked (0: no sample) */
   size_t inflight;        /* bytes sent and not yet acked */
-  uint32_t inflight_chunks;
   uint64_t busy_mark_ns;  /* busy time is accounted up to here (while inflight > 0) */
   uint64_t est_at_ns;     /* when est_Bps was last updated from a sample */
   uint64_t win_start_ns;  /* when the open sample window got its first busy time */
   uint64_t win_busy_ns;   /* open sample window: busy time and acked bytes */
   uint64_t win_bytes;
   uint64_t last_progress_ns; /* last ack, or when the rail last became busy */
-  uint64_t state_since_ns;
   uint64_t slow_since_ns;
   uint64_t probe_busy_ns;    /* busy time measured in PROBING */
   uint64_t probe_gap_ns;     /* DEGRADED: current gap between probes */
@@ -169,7 +172,7 @@ struct braid_sched_rail {
   uint32_t errors;           /* failures since init */
   uint32_t recent_errors;    /* not yet forgotten: reconnect backoff, stall patience */
   uint64_t last_error_ns;
-  uint64_t bytes_sent, bytes_acked, chunks_sent, probes;
+  uint64_t bytes_acked;
 };
 
 struct braid_sched {
@@ -204,9 +207,9 @@ int braid_sched_pick(const struct braid_sched *s, size_t bytes, size_t pending, 
 int braid_sched_pick_equal(const struct braid_sched *s, size_t bytes, unsigned *rr);
 
 /* The same, never returning a rail r with bit r set in `avoid`: for a second copy of a chunk (a
- * hedge after LATE, or a re-send while an older copy may still arrive), pass the rails that
+ * re-send while an older copy may still arrive, the rail simulator's hedge), pass the rails that
  * already hold a copy, so that two copies never share a rail (their acks could not be told
- * apart). */
+ * apart); the verbs transport passes its demoted rails, to keep a message's data off them. */
 int braid_sched_pick_avoid(const struct braid_sched *s, size_t bytes, size_t pending,
                            uint32_t avoid, uint64_t now_ns);
 
@@ -217,8 +220,9 @@ void braid_sched_sent(struct braid_sched *s, int rail, size_t bytes, uint64_t no
 void braid_sched_acked(struct braid_sched *s, int rail, size_t bytes, uint64_t sent_ns,
                        uint64_t now_ns);
 
-/* `bytes` handed to `rail` were taken back before they left (e.g. a hedged copy still queued
- * when the other copy was acked): no longer in flight, not delivered either. */
+/* `bytes` handed to `rail` were taken back before they left (the rail simulator's
+ * withdraw_unsent: a copy still queued when another copy of its chunk was acked): no longer in
+ * flight, not delivered either. */
 void braid_sched_withdrawn(struct braid_sched *s, int rail, size_t bytes, uint64_t now_ns);
 
 /* The rail broke (error, reset, stall verdict): DOWN, its in-flight bytes forgotten.  The caller
@@ -245,7 +249,8 @@ bool braid_sched_stalled(const struct braid_sched *s, int rail, uint64_t now_ns)
 /* In-flight cap of a rail now (bytes): also a sensible socket buffer / TCP_NOTSENT_LOWAT. */
 size_t braid_sched_cap(const struct braid_sched *s, int rail);
 
-/* Earliest time to try reconnecting a DOWN rail (backs off with recent failures). */
+/* Earliest time to try reconnecting a DOWN rail (backs off with recent failures).  The rail
+ * simulator waits for it; the plugin's rejoin (comm/rejoin.c) keeps its own backoff. */
 uint64_t braid_sched_retry_at(const struct braid_sched *s, int rail);
 
 /* Marks a rail as a backup (a neighbouring device's NIC borrowed for failover). */

@@ -6,11 +6,13 @@
  *     rate changes), a one-way propagation delay for data and acks; an action can change a rate,
  *     fail a rail (everything on it is dropped, the transport sees an error fail_detect_ns
  *     later), black-hole it (data and acks held) or recover it (held data and acks go out late);
- *   transport: as the plugin's: up to `slots` messages posted, freed in order; messages cut into
- *     chunks of at most `chunk` bytes; each chunk goes where braid_sched_pick_avoid() says;
- *     braid_sched_sent/acked/withdrawn/failed/restored/tick called exactly where the plugin's
- *     transport calls them; a generation per rail; re-queue on failure (ahead of new work), a
- *     hedge copy on LATE, failure on STALLED, reconnect once braid_sched_retry_at() has passed. */
+ *   transport: NCCL-shaped, like the plugin's: up to `slots` messages posted, freed in order;
+ *     messages cut into chunks of at most `chunk` bytes; each chunk goes where
+ *     braid_sched_pick_avoid() says; braid_sched_sent/acked/failed/restored/tick called where the
+ *     plugin's transport calls them; a generation per rail; re-queue on failure (ahead of new
+ *     work), failure on STALLED (at once: the plugin first checks the path).  Beyond the plugin:
+ *     a hedge copy on LATE (`hedge`), withdrawal of unsent copies (`withdraw_unsent`, through
+ *     braid_sched_withdrawn), reconnection once braid_sched_retry_at() has passed. */
 #ifndef BRAID_SIM_RAILSIM_H
 #define BRAID_SIM_RAILSIM_H
 
