@@ -36,10 +36,9 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
       return ncclSystemError;
     }
     buf[0] = (uint8_t)(n & 0xff), buf[1] = (uint8_t)(n >> 8);
-    /* A few hundred bytes into a fresh socket's empty buffer: all or nothing.  A stream the
-     * peer already gave up on (it started without it) is dead for this connection: there is
-     * no rejoin over ofi; the other streams carry. */
-    if (send(s->fd, buf, n + 2, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)(n + 2)) {
+    /* A stream the peer already gave up on (it started without it) is dead for this connection:
+     * there is no rejoin over ofi; the other streams carry. */
+    if (braid_link_begin(&st->link, s->fd, buf, n + 2, now)) {
       BRAID_WARN("connection with %s: stream %d (rail %d): sending the endpoint address failed: "
                  "%s%s", c->peer, i, s->rail, strerror(errno),
                  c->nstreams > 1 ? "; the connection goes on without it" : "");
@@ -48,57 +47,33 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
       s->dead = true;
       continue;
     }
-    st->check_ns = now;
     alive++;
   }
   return alive ? ncclSuccess : ncclRemoteError;
 }
 
-/* Reads what the socket has of the peer's address; 1 complete, 0 not yet, -1 broken. */
-static int link_read(struct braid_stream *s, char *why, size_t whylen) {
-  struct braid_ofi_stream *st = s->tp;
-  size_t need = st->name_got < 2 ? 2 : 2 + (st->name[0] | (size_t)st->name[1] << 8);
-  if (st->name_got >= 2 && need == 2) {
-    snprintf(why, whylen, "the peer announced an empty endpoint address");
-    return -1;
-  }
-  if (need > sizeof st->name) {
-    snprintf(why, whylen, "the peer announced an endpoint address of %zu bytes (at most %d)",
-             need - 2, BRAID_OFI_NAME_MAX);
-    return -1;
-  }
-  ssize_t n = recv(s->fd, st->name + st->name_got, need - st->name_got, MSG_DONTWAIT);
-  if (n == 0) return snprintf(why, whylen, "the peer closed the connection"), -1;
-  if (n < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
-    return snprintf(why, whylen, "receive failed: %s", strerror(errno)), -1;
-  }
-  st->name_got += (size_t)n;
-  if (st->name_got == 2) return link_read(s, why, whylen);
-  return st->name_got == need && need > 2;
+/* The address message's length (length(2), bytes), from its length field. */
+static ssize_t link_need(const uint8_t *msg, size_t got, const void *arg, char *why, size_t whylen) {
+  (void)got, (void)arg;
+  size_t len = msg[0] | (size_t)msg[1] << 8;
+  if (len == 0) return snprintf(why, whylen, "the peer announced an empty endpoint address"), -1;
+  if (len > BRAID_OFI_NAME_MAX)
+    return snprintf(why, whylen, "the peer announced an endpoint address of %zu bytes (at most %d)", len,
+                    BRAID_OFI_NAME_MAX), -1;
+  return (ssize_t)(2 + len);
 }
 
 int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
                          size_t whylen) {
   struct braid_ofi_stream *st = s->tp;
   if (!st->ep) return snprintf(why, whylen, "the stream has no endpoint"), -1;
-  if (st->linked) {
-    if (now - st->check_ns < LINK_CHECK_NS) return 1;
-    st->check_ns = now;
-    return braid_sock_silent(s->fd, why, whylen);
-  }
-  int rc = link_read(s, why, whylen);
-  if (rc < 0) return -1;
-  if (rc == 0) {
-    if (now - st->check_ns > c->timeout_ns)
-      return snprintf(why, whylen, "the peer sent no endpoint address in %llu ms (BRAID_TIMEOUT_MS)",
-                      (unsigned long long)(c->timeout_ns / 1000000)), -1;
-    return 0;
-  }
-  size_t len = st->name[0] | (size_t)st->name[1] << 8;
-  if (braid_ofi_ep_connect(st->ep, st->name + 2, len, why, whylen)) return -1;
-  st->linked = true;
-  st->check_ns = now;
+  bool was = st->link.linked;
+  int rc = braid_link_poll(&st->link, s->fd, now, c->timeout_ns, LINK_CHECK_NS, 2, link_need, NULL,
+                           "endpoint address", why, whylen);
+  if (rc != 1 || was) return rc;
+  size_t len = st->link.msg[0] | (size_t)st->link.msg[1] << 8;
+  if (braid_ofi_ep_connect(st->ep, st->link.msg + 2, len, why, whylen)) return -1;
+  braid_link_up(&st->link, now);
   return 1;
 }
 
@@ -128,6 +103,6 @@ void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s) {
   }
   st->rx_count = 0;
   st->rx_pre = 0;
-  st->linked = false;
+  st->link.linked = false;
   if (s->fd >= 0) shutdown(s->fd, SHUT_RDWR);
 }

@@ -227,7 +227,7 @@ bool braid_ofi_rx_ack_send(struct braid_comm *c, struct braid_stream *s,
                            uint64_t deadline_ns) {
   (void)idle, (void)deadline_ns;
   struct braid_ofi_stream *st = s->tp;
-  if (!st->linked) return false;
+  if (!st->link.linked) return false;
   int rc = braid_ofi_send_hdr(st->ep, hdr);
   if (rc && rc != -EAGAIN) {
     rx_broken(c, s, braid_ofi_error(st->ep));

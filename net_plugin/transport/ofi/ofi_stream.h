@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "link/startup.h"
 #include "transport/ofi/ofi.h"
 #include "transport/stream.h"
 
@@ -34,11 +35,9 @@ enum { BRAID_OFI_RX_TAKEN, BRAID_OFI_RX_POSTED, BRAID_OFI_RX_DONE, BRAID_OFI_RX_
  * set-up and shows, by closing, that the peer is gone. */
 struct braid_ofi_stream {
   struct braid_ofi_ep *ep;   /* NULL once closed (under c->ofi_lock) */
-  bool linked;               /* the peer's endpoint address is known */
-  uint8_t name[2 + BRAID_OFI_NAME_MAX]; /* the peer's address as it arrives: length(2), bytes */
-  size_t name_got;
+  struct braid_link_startup link; /* the endpoint addresses, exchanged on the stream's socket;
+                                     link.linked once connected to the peer's */
   uint64_t tag;              /* payload tag: frames sent (tx) or headers taken (rx) */
-  uint64_t check_ns;         /* when the socket was last checked for the peer closing */
   uint64_t poke_ns;          /* tx: when the set-up socket's last poke went (0: never) */
   /* rx: frames whose headers were taken, oldest first, each with its payload receive posted
    * (several at once, so the provider never holds a payload that has nowhere to go); over ofi_rxm

@@ -20,7 +20,7 @@
  * or an errno after an endpoint error. */
 int braid_ofi_tx_write(struct braid_comm *c, struct braid_stream *s) {
   struct braid_ofi_stream *st = s->tp;
-  if (!st->linked) return 0;
+  if (!st->link.linked) return 0;
   while (s->tx_count > 0) {
     struct braid_txframe *f = &s->tx[s->tx_head];
     if (!s->tx_done) {
@@ -101,7 +101,7 @@ int braid_ofi_tx_poke(struct braid_comm *c, struct braid_stream *s, uint64_t now
                       size_t whylen) {
   (void)c;
   struct braid_ofi_stream *st = s->tp;
-  if (s->fd < 0 || !st->linked) return 0;
+  if (s->fd < 0 || !st->link.linked) return 0;
   int rc = braid_sock_poke(s->fd);
   if (rc == 0) st->poke_ns = now;
   else if (rc < 0) return snprintf(why, whylen, "set-up socket failed: %s", strerror(errno)), -1;
