@@ -133,43 +133,26 @@ struct braid_sched;
 struct braid_rail_stats;
 struct braid_path_ops;
 
-struct braid_comm {
-  uint8_t kind;
-  int dev;
-  ncclResult_t err; /* sticky: once set, every call on the comm fails with it */
-  char peer[64];    /* peer address for logs */
-  int nrails;   /* rails in use; stream s runs on rail s % nrails */
-  int nprimary; /* rails of the device itself; the rest are borrowed backups */
-  int nstreams;
-  bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
-  bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_stream.h) */
-  const struct braid_path_ops *path; /* how its data moves (path.h) */
-  void *path_state;                   /* the path's own state (the verbs path's) */
-  pthread_mutex_t ofi_lock; /* streams' endpoint pointers: closing vs deregMr's forget */
-  const struct braid_stream_ops *sops; /* the streams' transport (stream path only) */
-  struct braid_stream *streams;
-  struct braid_req *reqs;
-  int nreqs;
-  int *free_reqs, nfree;
-  uint64_t timeout_ns;
-  /* send side */
+/* A send comm's stream path (stripe/tx.c). */
+struct braid_tx_side {
   uint64_t next_seq;
   uint64_t peer_held_below; /* with acks: the receiver holds every message below this (ACK offset) */
   struct braid_req **pending; /* sends not yet fully queued, FIFO ring */
   int pend_head, pend_count;
-  size_t chunk;
   size_t pending_bytes;               /* with acks: not yet on a rail (incl. requeue) */
   struct braid_chunk_fifo requeue;    /* with acks: chunks of failed rails, to re-send */
   struct braid_chunk *chunk_free;     /* recycled chunk records */
   struct braid_sched *sched;          /* with acks */
   bool equal;                         /* BRAID_STRIPING=equal */
-  bool metrics;                       /* BRAID_METRICS_FILE set when the connection was made */
   uint32_t suspect;                   /* rails stalled, failed once their TCP path shows dead */
-  unsigned rr;
-  struct braid_rail_stats *stats[16]; /* per rail, NULL when not reported */
+  unsigned rr;                        /* equal striping's turn */
   uint64_t next_tick_ns;
-  uint64_t start_ns;                  /* sender: when the scheduler started (event log times) */
-  /* receive side */
+  uint64_t start_ns;                  /* when the scheduler started (event log times) */
+  uint64_t last_ack_read_ns;          /* when acknowledgements were last read */
+};
+
+/* A receive comm's stream path (stripe/rx.c). */
+struct braid_rx_side {
   uint64_t next_match;           /* lowest sequence not yet matched or buffered */
   uint64_t held_below;           /* every byte of every message below this is held */
   struct braid_rxmsg *msgs;      /* BRAID_MSG_WINDOW entries, by seq */
@@ -178,10 +161,12 @@ struct braid_comm {
   size_t unexpected_bytes, unexpected_max;
   int nunexpected; /* buffered messages not yet matched to a receive */
   char *sink;      /* scratch for discarded payload */
-  uint64_t last_ack_ns;      /* receiver: when acknowledgements last went out */
-  uint64_t last_ack_read_ns; /* sender: when acknowledgements were last read */
-  /* rejoin (rejoin.c): both ends know the connection id and secret; the receiver keeps its
-   * listening sockets, the sender where each rail goes */
+  uint64_t last_ack_ns;      /* when acknowledgements last went out */
+};
+
+/* Rejoin (comm/rejoin.c): both ends know the connection id and secret; the receiver keeps its
+ * listening sockets, the sender where each rail goes. */
+struct braid_rejoin_side {
   uint64_t conn_id;
   uint8_t secret[BRAID_SECRET_BYTES];
   int auth_mode; /* BRAID_AUTH_* agreed at set-up: rejoins prove themselves the same way */
@@ -197,9 +182,41 @@ struct braid_comm {
   uint64_t next_join_ns;
   struct sockaddr_storage rail_addr[16];
   const struct braid_iface *rail_ifc[16];
-  /* diagnosis (diag.c) */
-  unsigned diag_generation;
-  uint64_t test_calls;
+};
+
+struct braid_comm {
+  /* what it is */
+  uint8_t kind;
+  int dev;
+  ncclResult_t err; /* sticky: once set, every call on the comm fails with it */
+  char peer[64];    /* peer address for logs */
+  int nrails;   /* rails in use; stream s runs on rail s % nrails */
+  int nprimary; /* rails of the device itself; the rest are borrowed backups */
+  int nstreams;
+  bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
+  bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_stream.h) */
+  /* how its data moves */
+  const struct braid_path_ops *path; /* (path.h) */
+  void *path_state;                   /* the path's own state (the verbs path's) */
+  pthread_mutex_t ofi_lock; /* streams' endpoint pointers: closing vs deregMr's forget */
+  const struct braid_stream_ops *sops; /* the streams' transport (stream path only) */
+  struct braid_stream *streams;
+  /* its requests (xfer.c) */
+  struct braid_req *reqs;
+  int nreqs;
+  int *free_reqs, nfree;
+  uint64_t timeout_ns;
+  size_t chunk;                       /* largest frame (the stream path) */
+  struct braid_tx_side tx;            /* send comms, stream path (stripe/tx.c) */
+  struct braid_rx_side rx;            /* receive comms, stream path (stripe/rx.c) */
+  struct braid_rejoin_side rejoin;    /* who may reconnect a stream, and how (comm/rejoin.c) */
+  /* telemetry (stripe/telemetry.h) */
+  bool metrics;                       /* BRAID_METRICS_FILE set when the connection was made */
+  struct braid_rail_stats *stats[16]; /* per rail, NULL when not reported */
+  struct {                            /* diagnosis (diag.c) */
+    unsigned generation;
+    uint64_t test_calls;
+  } diag;
 };
 
 /* Marks the comm failed (first cause wins) and logs one WARN naming the peer. */
@@ -209,17 +226,6 @@ ncclResult_t braid_comm_fail(struct braid_comm *c, ncclResult_t err, const char 
 /* Request pool (xfer.c). */
 struct braid_req *braid_req_alloc(struct braid_comm *c, enum braid_req_kind kind);
 void braid_req_release(struct braid_req *r);
-
-/* Send side (tx.c) and receive side (rx.c). */
-ncclResult_t braid_tx_progress(struct braid_comm *c);
-void braid_tx_free(struct braid_comm *c);
-ncclResult_t braid_rx_progress(struct braid_comm *c, bool read);
-ncclResult_t braid_rx_post(struct braid_comm *c, struct braid_req *r);
-ncclResult_t braid_rx_init(struct braid_comm *c);
-void braid_rx_free(struct braid_comm *c);
-ncclResult_t braid_tx_init(struct braid_comm *c);
-ncclResult_t braid_tx_send(struct braid_comm *c, struct braid_req *r);
-
 
 /* Data path entry points (xfer.c).  mem: the buffers' registration by the comm's path (path.h
  * reg; NULL when the path needs none). */

@@ -382,14 +382,14 @@ static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
   memcpy(c->peer, k->peer_str, sizeof c->peer);
   c->nrails = k->nrails;
   c->nprimary = k->nprimary;
-  c->conn_id = k->conn_id;
+  c->rejoin.conn_id = k->conn_id;
   c->ofi = k->ofi;
   if (k->verbs) c->path = &braid_verbs_path;
-  memcpy(c->secret, k->peer.secret, sizeof c->secret);
-  c->auth_mode = k->mode;
+  memcpy(c->rejoin.secret, k->peer.secret, sizeof c->rejoin.secret);
+  c->rejoin.auth_mode = k->mode;
   for (int r = 0; r < k->nrails; r++) {
-    c->rail_ifc[r] = connect_local(k, r == 0 ? 0 : r);
-    c->rail_addr[r] = r == 0 ? k->peer.addr : *connect_target(k, r);
+    c->rejoin.rail_ifc[r] = connect_local(k, r == 0 ? 0 : r);
+    c->rejoin.rail_addr[r] = r == 0 ? k->peer.addr : *connect_target(k, r);
   }
   for (int s = 0; s < k->nstreams; s++) {
     const struct braid_iface *ifc = connect_local(k, s);

@@ -37,11 +37,11 @@ void braid_diag_uninstall(void) {
 
 /* Where each stream stands (socket and ofi transports): what a stuck connection waits for. */
 void braid_diag_streams(struct braid_comm *c, uint64_t now) {
-  if (c->kind == BRAID_COMM_SEND && c->sched) {
+  if (c->kind == BRAID_COMM_SEND && c->tx.sched) {
     BRAID_WARN("  send side: %zu bytes queued for a rail (%zu chunks to re-send or place), suspect "
-               "rails 0x%x", c->pending_bytes, c->requeue.count, c->suspect);
+               "rails 0x%x", c->tx.pending_bytes, c->tx.requeue.count, c->tx.suspect);
     for (int r = 0; r < c->nrails; r++) {
-      const struct braid_sched_rail *sr = &c->sched->rail[r];
+      const struct braid_sched_rail *sr = &c->tx.sched->rail[r];
       BRAID_WARN("  rail %d: %s, %.0f Mbit/s, %zu bytes in flight, last ack %.0f ms ago",
                  r, braid_sched_state_name(sr->state), sr->est_Bps * 8e-6, sr->inflight,
                  (double)(now - sr->last_progress_ns) / 1e6);
@@ -65,8 +65,8 @@ void braid_diag_streams(struct braid_comm *c, uint64_t now) {
   }
   if (c->kind != BRAID_COMM_SEND)
     BRAID_WARN("  receive side: next message to match %llu, %d receives waiting for a message, "
-               "%d messages buffered (%zu bytes)", (unsigned long long)c->next_match, c->nposted,
-               c->nunexpected, c->unexpected_bytes);
+               "%d messages buffered (%zu bytes)", (unsigned long long)c->rx.next_match, c->rx.nposted,
+               c->rx.nunexpected, c->rx.unexpected_bytes);
 }
 
 static void diag_dump(struct braid_comm *c, const char *why, uint64_t now) {
@@ -95,11 +95,11 @@ static void diag_dump(struct braid_comm *c, const char *why, uint64_t now) {
 
 void braid_diag_check(struct braid_comm *c, struct braid_req *r) {
   unsigned gen = atomic_load_explicit(&diag_generation, memory_order_relaxed);
-  if (gen != c->diag_generation) {
-    c->diag_generation = gen;
+  if (gen != c->diag.generation) {
+    c->diag.generation = gen;
     diag_dump(c, "SIGUSR1", braid_now_ns());
   }
-  if ((++c->test_calls & 1023) || r->warned) return;
+  if ((++c->diag.test_calls & 1023) || r->warned) return;
   int64_t limit_ms = braid_param_int(BRAID_P_WAIT_WARN_MS);
   uint64_t now = braid_now_ns();
   if (limit_ms > 0 && now - r->posted_ns > (uint64_t)limit_ms * 1000000ull) {

@@ -25,9 +25,9 @@ struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstrea
   c->streams = calloc((size_t)nstreams, sizeof *c->streams);
   c->reqs = calloc((size_t)c->nreqs, sizeof *c->reqs);
   c->free_reqs = calloc((size_t)c->nreqs, sizeof *c->free_reqs);
-  if (kind == BRAID_COMM_SEND) c->pending = calloc(BRAID_SEND_REQS, sizeof *c->pending);
-  else c->msgs = calloc(BRAID_MSG_WINDOW, sizeof *c->msgs);
-  if (!c->streams || !c->reqs || !c->free_reqs || (!c->pending && !c->msgs)) {
+  if (kind == BRAID_COMM_SEND) c->tx.pending = calloc(BRAID_SEND_REQS, sizeof *c->tx.pending);
+  else c->rx.msgs = calloc(BRAID_MSG_WINDOW, sizeof *c->rx.msgs);
+  if (!c->streams || !c->reqs || !c->free_reqs || (!c->tx.pending && !c->rx.msgs)) {
     braid_comm_free(c);
     return NULL;
   }
@@ -37,11 +37,11 @@ struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstrea
     c->free_reqs[i] = c->nreqs - 1 - i;
   }
   c->nfree = c->nreqs;
-  if (c->msgs)
-    for (int i = 0; i < BRAID_MSG_WINDOW; i++) c->msgs[i].seq = -1;
+  if (c->rx.msgs)
+    for (int i = 0; i < BRAID_MSG_WINDOW; i++) c->rx.msgs[i].seq = -1;
   c->timeout_ns = (uint64_t)braid_param_int(BRAID_P_TIMEOUT_MS) * 1000000ull;
   c->chunk = (size_t)braid_param_int(BRAID_P_CHUNK_BYTES) & ~(size_t)127;
-  c->unexpected_max = (size_t)braid_param_int(BRAID_P_MAX_UNEXPECTED_BYTES);
+  c->rx.unexpected_max = (size_t)braid_param_int(BRAID_P_MAX_UNEXPECTED_BYTES);
   return c;
 }
 
@@ -91,8 +91,8 @@ void braid_comm_free(struct braid_comm *c) {
   free(c->streams);
   free(c->reqs);
   free(c->free_reqs);
-  free(c->pending);
-  free(c->msgs);
+  free(c->tx.pending);
+  free(c->rx.msgs);
   c->kind = 0;
   free(c);
 }

@@ -255,14 +255,14 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct listen_partial 
     rc->streams[s].rail = r;
     rc->streams[s].rail_name = (r < c->nprimary ? l->device->rail[r] : l->device->backup)->name;
   }
-  rc->conn_id = c->conn_id;
+  rc->rejoin.conn_id = c->conn_id;
   rc->ofi = c->transport == BRAID_TRANSPORT_OFI;
   if (c->transport == BRAID_TRANSPORT_VERBS) rc->path = &braid_verbs_path;
-  memcpy(rc->secret, l->secret, sizeof rc->secret);
-  rc->auth_mode = c->auth;
+  memcpy(rc->rejoin.secret, l->secret, sizeof rc->rejoin.secret);
+  rc->rejoin.auth_mode = c->auth;
   if (c->nstreams > 1 && c->transport == BRAID_TRANSPORT_SOCKET) { /* sockets stay, for rejoins */
-    for (int r = 0; r < l->nfd; r++) rc->listen_fd[r] = l->fd[r], l->fd[r] = -1;
-    rc->nlisten = l->nfd;
+    for (int r = 0; r < l->nfd; r++) rc->rejoin.listen_fd[r] = l->fd[r], l->fd[r] = -1;
+    rc->rejoin.nlisten = l->nfd;
   }
   if (c->count < c->nstreams)
     BRAID_WARN("connection from %s on device %d starts with %d of %d streams; the missing rails "

@@ -59,25 +59,25 @@ static void join_revive(struct braid_comm *c, struct braid_stream *s, uint64_t n
              s->rail_name, c->peer);
   bool rail_up = true;
   for (int i = s->rail; i < c->nstreams; i += c->nrails) rail_up &= !c->streams[i].dead;
-  if (rail_up) braid_sched_restored(c->sched, s->rail, now);
+  if (rail_up) braid_sched_restored(c->tx.sched, s->rail, now);
 }
 
 /* The rejoin hello: the connection's own shape (per_rail streams on each of its nrails rails, the
  * last a borrowed backup when nprimary < nrails), proven like the set-up's. */
 static int join_hello(struct braid_comm *c, struct braid_stream *s) {
-  struct braid_hello h = {.conn_id = c->conn_id, .stream = (uint16_t)(s - c->streams),
+  struct braid_hello h = {.conn_id = c->rejoin.conn_id, .stream = (uint16_t)(s - c->streams),
                           .per_rail = (uint16_t)(c->nstreams / c->nrails),
                           .nrails = (uint16_t)c->nrails,
                           .nbackup = (uint16_t)(c->nrails - c->nprimary),
                           .flags = BRAID_HELLO_REJOIN};
   char why[128];
-  int caps = c->auth_mode == BRAID_AUTH_MAC ? BRAID_CAPS_MAC : 0; /* as far as this connection goes */
-  if (braid_hs_hello(c->secret, c->auth_mode, caps, s->join_hs->chal, &h,
+  int caps = c->rejoin.auth_mode == BRAID_AUTH_MAC ? BRAID_CAPS_MAC : 0; /* as far as this connection goes */
+  if (braid_hs_hello(c->rejoin.secret, c->rejoin.auth_mode, caps, s->join_hs->chal, &h,
                      s->join_hs->hello, why, sizeof why) != 0) {
     BRAID_INFO(NCCL_NET, "rejoin of stream %d to %s: %s", h.stream, c->peer, why);
     return -1;
   }
-  s->join_hs->auth = c->auth_mode;
+  s->join_hs->auth = c->rejoin.auth_mode;
   return 0;
 }
 
@@ -85,8 +85,8 @@ static void join_step(struct braid_comm *c, struct braid_stream *s, uint64_t now
   if (s->join_state == J_IDLE) {
     if (now < s->join_at_ns) return;
     s->join_hs = calloc(1, sizeof *s->join_hs);
-    s->join_fd = s->join_hs ? braid_sock_open(c->rail_ifc[s->rail]) : -1;
-    const struct sockaddr_storage *to = &c->rail_addr[s->rail];
+    s->join_fd = s->join_hs ? braid_sock_open(c->rejoin.rail_ifc[s->rail]) : -1;
+    const struct sockaddr_storage *to = &c->rejoin.rail_addr[s->rail];
     socklen_t len = to->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     if (s->join_fd < 0 ||
         (connect(s->join_fd, (const struct sockaddr *)to, len) != 0 && errno != EINPROGRESS))
@@ -119,7 +119,7 @@ static void join_step(struct braid_comm *c, struct braid_stream *s, uint64_t now
   if (s->join_state == J_REPLY) {
     rc = braid_hs_recv(s->join_fd, hs->reply, sizeof hs->reply, &hs->reply_got);
     char why[256];
-    if (rc == 1 && braid_hs_reply_check(c->secret, hs, NULL, 0, why, sizeof why) != 0) {
+    if (rc == 1 && braid_hs_reply_check(c->rejoin.secret, hs, NULL, 0, why, sizeof why) != 0) {
       BRAID_WARN_ONCE("rejoin of send stream %d to %s refused: %s", (int)(s - c->streams), c->peer, why);
       BRAID_INFO(NCCL_NET, "rejoin of send stream %d to %s refused: %s", (int)(s - c->streams), c->peer, why);
       rc = -1;
@@ -131,22 +131,22 @@ static void join_step(struct braid_comm *c, struct braid_stream *s, uint64_t now
 
 void braid_rejoin_connect(struct braid_comm *c, uint64_t now) {
   for (int i = 0; i < c->nstreams; i++)
-    if (c->streams[i].dead && c->rail_ifc[c->streams[i].rail]) join_step(c, &c->streams[i], now);
+    if (c->streams[i].dead && c->rejoin.rail_ifc[c->streams[i].rail]) join_step(c, &c->streams[i], now);
 }
 
 /* ---------- receiver ---------- */
 
 static void join_drop(struct braid_comm *c, int i, const char *why) {
   BRAID_WARN("dropped a connection to a receive connection from %s: %s", c->peer, why);
-  close(c->join[i].fd);
-  c->join[i] = c->join[--c->njoin];
+  close(c->rejoin.join[i].fd);
+  c->rejoin.join[i] = c->rejoin.join[--c->rejoin.njoin];
 }
 
 static void join_replace(struct braid_comm *c, int i, const struct braid_hello *h) {
   struct braid_stream *s = &c->streams[h->stream];
   if (s->fd >= 0) close(s->fd);
-  s->fd = c->join[i].fd;
-  c->join[i] = c->join[--c->njoin];
+  s->fd = c->rejoin.join[i].fd;
+  c->rejoin.join[i] = c->rejoin.join[--c->rejoin.njoin];
   braid_sock_tune(s->fd);
   braid_sock_stream_renew(s); /* a frame half read from the old socket is dropped */
   s->frames_recvd = s->frames_ack_sent = 0;
@@ -158,31 +158,31 @@ static void join_replace(struct braid_comm *c, int i, const struct braid_hello *
 /* A rejoin hello proven (with this attempt's challenge: a recorded one fails), naming a stream of
  * this connection in its shape: the sender is told, then the stream replaced. */
 static void join_check(struct braid_comm *c, int i, uint64_t now) {
-  int rc = braid_hs_recv(c->join[i].fd, c->join[i].hello, BRAID_HELLO_BYTES, &c->join[i].got);
+  int rc = braid_hs_recv(c->rejoin.join[i].fd, c->rejoin.join[i].hello, BRAID_HELLO_BYTES, &c->rejoin.join[i].got);
   if (rc < 0) return join_drop(c, i, "closed before completing its hello");
   if (rc == 0) {
-    if (now > c->join[i].deadline_ns) join_drop(c, i, "sent no hello in time");
+    if (now > c->rejoin.join[i].deadline_ns) join_drop(c, i, "sent no hello in time");
     return;
   }
   struct braid_hello h = {0};
   char why[256];
-  int status = braid_hs_hello_check(c->secret, 0, c->auth_mode, c->join[i].chal, c->join[i].hello,
+  int status = braid_hs_hello_check(c->rejoin.secret, 0, c->rejoin.auth_mode, c->rejoin.join[i].chal, c->rejoin.join[i].hello,
                                     &h, why, sizeof why);
   int nbackup = c->nrails - c->nprimary;
   if (status == BRAID_REPLY_OK &&
-      (h.conn_id != c->conn_id || !(h.flags & BRAID_HELLO_REJOIN) || h.stream >= c->nstreams ||
+      (h.conn_id != c->rejoin.conn_id || !(h.flags & BRAID_HELLO_REJOIN) || h.stream >= c->nstreams ||
        h.nrails != c->nrails || h.per_rail * h.nrails != c->nstreams || h.nbackup != nbackup)) {
     snprintf(why, sizeof why, "not a stream of this connection (%s%s%s, %u per rail on %u rails "
-             "where this connection has %d on %d)", h.conn_id != c->conn_id ? "other connection " : "",
+             "where this connection has %d on %d)", h.conn_id != c->rejoin.conn_id ? "other connection " : "",
              !(h.flags & BRAID_HELLO_REJOIN) ? "not a rejoin " : "",
              h.stream >= c->nstreams ? "stream index out of range" : "", h.per_rail, h.nrails,
              c->nstreams / c->nrails, c->nrails);
     status = BRAID_REPLY_STREAM;
   }
   uint8_t reply[BRAID_REPLY_BYTES];
-  size_t len = braid_hs_reply(c->secret, status, c->join[i].chal, c->join[i].hello, NULL, 0, reply),
+  size_t len = braid_hs_reply(c->rejoin.secret, status, c->rejoin.join[i].chal, c->rejoin.join[i].hello, NULL, 0, reply),
          sent = 0;
-  if (braid_hs_send(c->join[i].fd, reply, len, &sent) != 1 && status == BRAID_REPLY_OK) {
+  if (braid_hs_send(c->rejoin.join[i].fd, reply, len, &sent) != 1 && status == BRAID_REPLY_OK) {
     snprintf(why, sizeof why, "could not send its reply");
     status = BRAID_REPLY_STREAM;
   }
@@ -194,37 +194,37 @@ static void join_check(struct braid_comm *c, int i, uint64_t now) {
  * closest to its deadline makes room, so connections that never say anything cannot keep a real
  * rejoin out for longer than JOIN_HELLO_WAIT_NS. */
 static void join_new(struct braid_comm *c, int fd, uint64_t now) {
-  if (c->njoin == 8) {
+  if (c->rejoin.njoin == 8) {
     int oldest = 0;
-    for (int i = 1; i < c->njoin; i++)
-      if (c->join[i].deadline_ns < c->join[oldest].deadline_ns) oldest = i;
+    for (int i = 1; i < c->rejoin.njoin; i++)
+      if (c->rejoin.join[i].deadline_ns < c->rejoin.join[oldest].deadline_ns) oldest = i;
     join_drop(c, oldest, "too many rejoins without a hello");
   }
-  int i = c->njoin++;
-  c->join[i].fd = fd;
-  c->join[i].got = 0;
-  c->join[i].deadline_ns = now + JOIN_HELLO_WAIT_NS;
+  int i = c->rejoin.njoin++;
+  c->rejoin.join[i].fd = fd;
+  c->rejoin.join[i].got = 0;
+  c->rejoin.join[i].deadline_ns = now + JOIN_HELLO_WAIT_NS;
   size_t sent = 0;
-  if (braid_hs_challenge(c->join[i].chal) != 0)
+  if (braid_hs_challenge(c->rejoin.join[i].chal) != 0)
     join_drop(c, i, "no randomness for its challenge");
-  else if (braid_hs_send(fd, c->join[i].chal, sizeof c->join[i].chal, &sent) != 1)
+  else if (braid_hs_send(fd, c->rejoin.join[i].chal, sizeof c->rejoin.join[i].chal, &sent) != 1)
     join_drop(c, i, "could not send the challenge");
 }
 
 void braid_rejoin_accept(struct braid_comm *c, uint64_t now) {
-  if (!c->nlisten || now < c->next_join_ns) return;
-  c->next_join_ns = now + JOIN_ACCEPT_EVERY_NS;
-  for (int r = 0; r < c->nlisten; r++) {
+  if (!c->rejoin.nlisten || now < c->rejoin.next_join_ns) return;
+  c->rejoin.next_join_ns = now + JOIN_ACCEPT_EVERY_NS;
+  for (int r = 0; r < c->rejoin.nlisten; r++) {
     int fd;
-    while ((fd = accept4(c->listen_fd[r], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
+    while ((fd = accept4(c->rejoin.listen_fd[r], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
       join_new(c, fd, now);
   }
-  for (int i = c->njoin - 1; i >= 0; i--) join_check(c, i, now);
+  for (int i = c->rejoin.njoin - 1; i >= 0; i--) join_check(c, i, now);
 }
 
 void braid_rejoin_free(struct braid_comm *c) {
-  for (int r = 0; r < c->nlisten; r++) close(c->listen_fd[r]);
-  for (int i = 0; i < c->njoin; i++) close(c->join[i].fd);
+  for (int r = 0; r < c->rejoin.nlisten; r++) close(c->rejoin.listen_fd[r]);
+  for (int i = 0; i < c->rejoin.njoin; i++) close(c->rejoin.join[i].fd);
   for (int i = 0; c->streams && i < c->nstreams; i++) join_end_attempt(&c->streams[i]);
-  c->nlisten = c->njoin = 0;
+  c->rejoin.nlisten = c->rejoin.njoin = 0;
 }

@@ -14,12 +14,13 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "stripe/stripe.h"
 #include "log.h"
 #include "comm/rejoin.h"
 #include "transport/stream.h"
 
 static struct braid_rxmsg *rx_msg(struct braid_comm *c, uint64_t seq) {
-  return &c->msgs[seq & (BRAID_MSG_WINDOW - 1)];
+  return &c->rx.msgs[seq & (BRAID_MSG_WINDOW - 1)];
 }
 
 static void rx_msg_release(struct braid_rxmsg *m) {
@@ -30,8 +31,8 @@ static void rx_msg_release(struct braid_rxmsg *m) {
 }
 
 static void rx_posted_remove(struct braid_comm *c, int i) {
-  memmove(&c->posted[i], &c->posted[i + 1], (size_t)(c->nposted - i - 1) * sizeof c->posted[0]);
-  c->nposted--;
+  memmove(&c->rx.posted[i], &c->rx.posted[i + 1], (size_t)(c->rx.nposted - i - 1) * sizeof c->rx.posted[0]);
+  c->rx.nposted--;
 }
 
 static bool rx_all_matched(const struct braid_req *r) {
@@ -99,7 +100,7 @@ static void rx_msg_complete(struct braid_comm *c, struct braid_rxmsg *m) {
   if (!r) return;
   if (m->own) {
     if (m->size) memcpy(r->slot[m->slot].buf, m->own, m->size);
-    c->unexpected_bytes -= m->size;
+    c->rx.unexpected_bytes -= m->size;
   }
   r->slot[m->slot].done = true;
   if (++r->ndone == r->n) r->done = true;
@@ -124,8 +125,8 @@ static ncclResult_t rx_bind(struct braid_comm *c, struct braid_req *r, int i,
 
 /* Binds m to the oldest posted receive with an unmatched slot for its tag; false if none. */
 static bool rx_try_bind(struct braid_comm *c, struct braid_rxmsg *m) {
-  for (int g = 0; g < c->nposted; g++) {
-    struct braid_req *r = c->posted[g];
+  for (int g = 0; g < c->rx.nposted; g++) {
+    struct braid_req *r = c->rx.posted[g];
     for (int i = 0; i < r->n; i++) {
       if (r->slot[i].msg >= 0 || r->slot[i].tag != m->tag) continue;
       if (rx_bind(c, r, i, m) != ncclSuccess) return true; /* c failed: stop matching */
@@ -138,15 +139,15 @@ static bool rx_try_bind(struct braid_comm *c, struct braid_rxmsg *m) {
 
 /* Gives m (seen, not yet matched) its own buffer. */
 static ncclResult_t rx_buffer(struct braid_comm *c, struct braid_rxmsg *m) {
-  if (c->unexpected_bytes + m->size > c->unexpected_max)
+  if (c->rx.unexpected_bytes + m->size > c->rx.unexpected_max)
     return braid_comm_fail(c, ncclRemoteError,
                            "%zu bytes would be buffered ahead of their receives "
                            "(BRAID_MAX_UNEXPECTED_BYTES is %zu)",
-                           c->unexpected_bytes + m->size, c->unexpected_max);
+                           c->rx.unexpected_bytes + m->size, c->rx.unexpected_max);
   m->own = malloc(m->size ? m->size : 1);
   if (!m->own) return braid_comm_fail(c, ncclSystemError, "out of memory buffering %zu bytes", m->size);
   m->dest = m->own;
-  c->unexpected_bytes += m->size;
+  c->rx.unexpected_bytes += m->size;
   return ncclSuccess;
 }
 
@@ -154,15 +155,15 @@ static ncclResult_t rx_buffer(struct braid_comm *c, struct braid_rxmsg *m) {
  * buffer) exists. */
 static ncclResult_t rx_advance(struct braid_comm *c) {
   for (;;) {
-    struct braid_rxmsg *m = rx_msg(c, c->next_match);
-    if (m->seq != (int64_t)c->next_match || c->err) return c->err;
+    struct braid_rxmsg *m = rx_msg(c, c->rx.next_match);
+    if (m->seq != (int64_t)c->rx.next_match || c->err) return c->err;
     if (!rx_try_bind(c, m)) {
-      if (c->nposted == 0) return ncclSuccess; /* wait for irecv */
-      c->nunexpected++;                      /* receives wait for other tags: stays buffered */
+      if (c->rx.nposted == 0) return ncclSuccess; /* wait for irecv */
+      c->rx.nunexpected++;                      /* receives wait for other tags: stays buffered */
     }
     if (c->err) return c->err;
     m->early = false;
-    c->next_match++;
+    c->rx.next_match++;
     if (m->req && m->got == m->size) rx_msg_complete(c, m);
   }
 }
@@ -171,7 +172,7 @@ static ncclResult_t rx_advance(struct braid_comm *c) {
  * sit behind the frame at hand (a chunk re-sent on a surviving rail after the next message's
  * first frame), so that frame must not hold its stream. */
 static bool rx_earlier_incomplete(struct braid_comm *c) {
-  for (uint64_t q = c->held_below; q < c->next_match; q++) {
+  for (uint64_t q = c->rx.held_below; q < c->rx.next_match; q++) {
     const struct braid_rxmsg *m = rx_msg(c, q);
     if (m->seq == (int64_t)q && m->got != m->size) return true;
   }
@@ -183,23 +184,23 @@ static ncclResult_t rx_new_msg(struct braid_comm *c, const struct braid_frame *f
                                struct braid_rxmsg **out) {
   *out = NULL;
   struct braid_rxmsg *m = rx_msg(c, f->seq);
-  if (m->seq >= 0 || f->seq >= c->next_match + BRAID_MSG_WINDOW) return ncclSuccess; /* hold */
-  bool now = f->seq == c->next_match;
+  if (m->seq >= 0 || f->seq >= c->rx.next_match + BRAID_MSG_WINDOW) return ncclSuccess; /* hold */
+  bool now = f->seq == c->rx.next_match;
   /* Nobody waits: hold the stream (TCP back-pressure), unless an earlier message still waits for
    * bytes that may be behind this frame: then this message is buffered (within
    * BRAID_MAX_UNEXPECTED_BYTES), since NCCL may post its receive only once that one completes. */
-  if (c->nposted == 0 && !(c->acks && rx_earlier_incomplete(c))) return ncclSuccess;
-  if (c->nunexpected >= BRAID_MSG_WINDOW / 2)
+  if (c->rx.nposted == 0 && !(c->acks && rx_earlier_incomplete(c))) return ncclSuccess;
+  if (c->rx.nunexpected >= BRAID_MSG_WINDOW / 2)
     return braid_comm_fail(c, ncclRemoteError, "more than %d messages arrived ahead of their "
                            "receives", BRAID_MSG_WINDOW / 2);
   *m = (struct braid_rxmsg){.seq = (int64_t)f->seq, .size = f->size, .tag = f->tag};
   if (now && rx_try_bind(c, m)) {
     if (c->err) return m->seq = -1, c->err;
-    c->next_match++;
+    c->rx.next_match++;
   } else {
     ncclResult_t rc = rx_buffer(c, m);
     if (rc) return m->seq = -1, rc;
-    if (now) c->nunexpected++, c->next_match++;
+    if (now) c->rx.nunexpected++, c->rx.next_match++;
     else m->early = true;
   }
   *out = m;
@@ -216,7 +217,7 @@ static int rx_begin(struct braid_comm *c, const struct braid_frame *f, struct br
     braid_comm_fail(c, ncclRemoteError, "garbled stream: frame type %u on a receive connection", f->type);
     return -1;
   }
-  if (!known && f->seq < c->next_match) {
+  if (!known && f->seq < c->rx.next_match) {
     /* Its message has completed: a late copy, however old (a rail that was cut for seconds
      * delivers what it held when it comes back), or, without acks, garbage. */
     if (!c->acks) {
@@ -226,9 +227,9 @@ static int rx_begin(struct braid_comm *c, const struct braid_frame *f, struct br
     }
     m = NULL;
   } else if (!known) {
-    if (!c->acks && f->seq > c->next_match) {
+    if (!c->acks && f->seq > c->rx.next_match) {
       braid_comm_fail(c, ncclRemoteError, "garbled stream: message %llu arrived before %llu",
-                      (unsigned long long)f->seq, (unsigned long long)c->next_match);
+                      (unsigned long long)f->seq, (unsigned long long)c->rx.next_match);
       return -1;
     }
     if (rx_new_msg(c, f, &m) != ncclSuccess) return -1;
@@ -328,18 +329,18 @@ static bool rx_waiting(const struct braid_comm *c) {
 /* Advances held_below past the messages all of whose bytes are held (matched and complete,
  * or buffered whole). */
 static void rx_update_held(struct braid_comm *c) {
-  uint64_t q = c->held_below;
-  while (q < c->next_match) {
+  uint64_t q = c->rx.held_below;
+  while (q < c->rx.next_match) {
     const struct braid_rxmsg *m = rx_msg(c, q);
     if (m->seq == (int64_t)q && m->got != m->size) break; /* (released: completed) */
     q++;
   }
-  c->held_below = q;
+  c->rx.held_below = q;
 }
 
 static void rx_send_acks(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
-  bool late = now - c->last_ack_ns >= RX_ACK_DELAY_NS, idle = !rx_waiting(c);
+  bool late = now - c->rx.last_ack_ns >= RX_ACK_DELAY_NS, idle = !rx_waiting(c);
   uint64_t idle_deadline = now + RX_ACK_IDLE_WAIT_NS; /* for the whole call, not per stream */
   rx_update_held(c);
   for (int i = 0; i < c->nstreams; i++) {
@@ -351,22 +352,22 @@ static void rx_send_acks(struct braid_comm *c) {
      * a chunk re-sent after its rail failed can wait on another stream for a read that never
      * comes, when its first copy did arrive and only that copy's acknowledgement was lost with
      * the rail; the sender then completes the send without it. */
-    bool tell = idle && c->held_below > s->held_sent;
+    bool tell = idle && c->rx.held_below > s->held_sent;
     if (s->frames_recvd == s->frames_ack_sent && !tell) continue;
     bool due = late || idle; /* (tell implies idle) */
     if (!due && s->frames_recvd - s->frames_ack_sent < RX_ACK_BATCH) continue;
-    struct braid_frame f = {.type = BRAID_FRAME_ACK, .seq = s->frames_recvd, .offset = c->held_below};
+    struct braid_frame f = {.type = BRAID_FRAME_ACK, .seq = s->frames_recvd, .offset = c->rx.held_below};
     uint8_t hdr[BRAID_FRAME_HDR_BYTES];
     braid_frame_encode(&f, hdr);
     if (!c->sops->ack_send(c, s, hdr, idle, idle_deadline)) continue;
     s->frames_ack_sent = s->frames_recvd;
     s->held_sent = f.offset;
-    c->last_ack_ns = now;
+    c->rx.last_ack_ns = now;
   }
 }
 
 ncclResult_t braid_rx_progress(struct braid_comm *c, bool read) {
-  if (c->nlisten && read) braid_rejoin_accept(c, braid_now_ns());
+  if (c->rejoin.nlisten && read) braid_rejoin_accept(c, braid_now_ns());
   int closed = 0;
   for (int i = 0; i < c->nstreams && !c->err; i++) {
     c->sops->rx(c, &c->streams[i], read);
@@ -384,30 +385,30 @@ ncclResult_t braid_rx_progress(struct braid_comm *c, bool read) {
 
 /* A new receive: messages already buffered for its tags first (oldest first), then progress. */
 ncclResult_t braid_rx_post(struct braid_comm *c, struct braid_req *r) {
-  uint64_t lo = c->next_match - (c->next_match < BRAID_MSG_WINDOW ? c->next_match : BRAID_MSG_WINDOW);
-  for (uint64_t q = lo; c->nunexpected && q < c->next_match; q++) {
+  uint64_t lo = c->rx.next_match - (c->rx.next_match < BRAID_MSG_WINDOW ? c->rx.next_match : BRAID_MSG_WINDOW);
+  for (uint64_t q = lo; c->rx.nunexpected && q < c->rx.next_match; q++) {
     struct braid_rxmsg *m = rx_msg(c, q);
     if (m->seq != (int64_t)q || m->req) continue;
     for (int i = 0; i < r->n; i++) {
       if (r->slot[i].msg >= 0 || r->slot[i].tag != m->tag) continue;
       if (rx_bind(c, r, i, m)) return c->err;
-      c->nunexpected--;
+      c->rx.nunexpected--;
       if (m->got == m->size) rx_msg_complete(c, m);
       break;
     }
   }
-  if (!rx_all_matched(r)) c->posted[c->nposted++] = r;
+  if (!rx_all_matched(r)) c->rx.posted[c->rx.nposted++] = r;
   if (rx_advance(c)) return c->err;
   return braid_rx_progress(c, false);
 }
 
 ncclResult_t braid_rx_init(struct braid_comm *c) {
-  c->sink = malloc(BRAID_RX_SINK_BYTES);
-  return c->sink ? ncclSuccess : ncclSystemError;
+  c->rx.sink = malloc(BRAID_RX_SINK_BYTES);
+  return c->rx.sink ? ncclSuccess : ncclSystemError;
 }
 
 void braid_rx_free(struct braid_comm *c) {
-  if (c->msgs)
-    for (int i = 0; i < BRAID_MSG_WINDOW; i++) rx_msg_release(&c->msgs[i]);
-  free(c->sink);
+  if (c->rx.msgs)
+    for (int i = 0; i < BRAID_MSG_WINDOW; i++) rx_msg_release(&c->rx.msgs[i]);
+  free(c->rx.sink);
 }

@@ -1,6 +1,7 @@
 /* The stream path (comm/path.h): messages cut into framed chunks on the comm's streams, over TCP
  * sockets or libfabric endpoints.  tx.c is the send side, rx.c the receive side. */
 #include "comm/comm.h"
+#include "stripe/stripe.h"
 #include "comm/diag.h"
 #include "comm/path.h"
 #include "transport/ofi/ofi_stream.h"
@@ -27,10 +28,10 @@ static void stream_dereg(struct braid_comm *c, void *data, size_t size, void *me
 
 static ncclResult_t stream_isend(struct braid_comm *c, struct braid_req *r, void *mem, bool *again) {
   (void)mem, (void)again;
-  r->seq = c->next_seq++;
+  r->seq = c->tx.next_seq++;
   ncclResult_t rc = braid_tx_send(c, r);
   if (rc == ncclSystemError && !c->err) { /* nothing queued: refuse the call itself */
-    c->next_seq--;
+    c->tx.next_seq--;
     return rc;
   }
   return ncclSuccess;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "stripe/stripe.h"
 #include "log.h"
 #include "param.h"
 #include "comm/rejoin.h"
@@ -65,8 +66,8 @@ void braid_tx_written(struct braid_comm *c, struct braid_req *r, size_t len) {
 /* ---------- one stream: frames cut in order, complete when written ---------- */
 
 static bool tx_pull(struct braid_comm *c, struct braid_stream *s) {
-  if (!c->pend_count) return false;
-  struct braid_req *r = c->pending[c->pend_head];
+  if (!c->tx.pend_count) return false;
+  struct braid_req *r = c->tx.pending[c->tx.pend_head];
   size_t len = r->size - r->queued;
   if (len > c->chunk) len = c->chunk;
   struct braid_txframe *f = tx_append(s);
@@ -76,8 +77,8 @@ static bool tx_pull(struct braid_comm *c, struct braid_stream *s) {
   r->frames_out++;
   if (r->queued == r->size) {
     r->all_queued = true;
-    c->pend_head = (c->pend_head + 1) % BRAID_SEND_REQS;
-    c->pend_count--;
+    c->tx.pend_head = (c->tx.pend_head + 1) % BRAID_SEND_REQS;
+    c->tx.pend_count--;
   }
   return true;
 }
@@ -108,16 +109,16 @@ static ncclResult_t tx_progress_single(struct braid_comm *c) {
 /* ---------- several streams: chunks, scheduling, acknowledgements ---------- */
 
 static struct braid_chunk *ck_new(struct braid_comm *c) {
-  struct braid_chunk *ck = c->chunk_free;
-  if (ck) c->chunk_free = ck->next;
+  struct braid_chunk *ck = c->tx.chunk_free;
+  if (ck) c->tx.chunk_free = ck->next;
   else if (!(ck = malloc(sizeof *ck))) return NULL;
   memset(ck, 0, sizeof *ck);
   return ck;
 }
 
 static void ck_free(struct braid_comm *c, struct braid_chunk *ck) {
-  ck->next = c->chunk_free;
-  c->chunk_free = ck;
+  ck->next = c->tx.chunk_free;
+  c->tx.chunk_free = ck;
 }
 
 static void fifo_push(struct braid_chunk_fifo *q, struct braid_chunk *ck) {
@@ -150,7 +151,7 @@ static void fifo_prepend(struct braid_chunk_fifo *dst, struct braid_chunk_fifo *
 /* Cuts a send into chunks on the ready queue; it completes when every chunk is acknowledged. */
 ncclResult_t braid_tx_send(struct braid_comm *c, struct braid_req *r) {
   if (!c->acks) {
-    c->pending[(c->pend_head + c->pend_count++) % BRAID_SEND_REQS] = r;
+    c->tx.pending[(c->tx.pend_head + c->tx.pend_count++) % BRAID_SEND_REQS] = r;
     return braid_tx_progress(c);
   }
   size_t off = 0;
@@ -162,8 +163,8 @@ ncclResult_t braid_tx_send(struct braid_comm *c, struct braid_req *r) {
     *ck = (struct braid_chunk){.req = r, .data = r->data + off, .seq = r->seq, .size = r->size,
                                .offset = off, .len = (uint32_t)len, .tag = r->tag, .rail = -1};
     r->frames_out++;
-    fifo_push(&c->requeue, ck);
-    c->pending_bytes += len;
+    fifo_push(&c->tx.requeue, ck);
+    c->tx.pending_bytes += len;
     off += len;
   } while (off < r->size);
   r->queued = r->size;
@@ -201,20 +202,20 @@ static void tx_log_event(struct braid_comm *c, const struct braid_sched_event *e
             "rail %d (%s) to %s: %s -> %s (%s; %.0f Mbit/s measured, best other %.0f Mbit/s; "
             "at %.3f s)", e->rail, c->streams[e->rail].rail_name, c->peer, braid_sched_state_name(e->from),
             braid_sched_state_name(e->to), braid_sched_reason_name(e->reason),
-            e->est_Bps * 8e-6, e->ref_Bps * 8e-6, (double)(e->at_ns - c->start_ns) * 1e-9);
+            e->est_Bps * 8e-6, e->ref_Bps * 8e-6, (double)(e->at_ns - c->tx.start_ns) * 1e-9);
 }
 
 /* A rail broke: its unacknowledged chunks go back to the front of the ready queue.  A frame
  * partly out stays at the head of its stream's batch if the transport must finish it (the
  * receiver then drops it as a duplicate), so the stream's framing survives. */
 static void tx_fail_rail(struct braid_comm *c, int rail, uint64_t now) {
-  braid_sched_failed(c->sched, rail, now);
+  braid_sched_failed(c->tx.sched, rail, now);
   for (int i = rail; i < c->nstreams; i += c->nrails) {
     struct braid_stream *s = &c->streams[i];
     s->tx_count = c->sops->tx_failed(c, s);
-    for (struct braid_chunk *ck = s->unacked.head; ck; ck = ck->next) c->pending_bytes += ck->len;
+    for (struct braid_chunk *ck = s->unacked.head; ck; ck = ck->next) c->tx.pending_bytes += ck->len;
     if (rail < 16 && c->stats[rail]) atomic_fetch_add(&c->stats[rail]->resent, s->unacked.count);
-    fifo_prepend(&c->requeue, &s->unacked);
+    fifo_prepend(&c->tx.requeue, &s->unacked);
     s->ignore_until = s->frames_started;
   }
 }
@@ -253,15 +254,15 @@ static bool tx_path_dead(struct braid_comm *c, int rail, uint64_t now) {
 /* Rails the scheduler called stalled (late_suspect transports: late): failed once their path
  * shows dead, forgiven once acks flow. */
 static void tx_check_suspects(struct braid_comm *c, uint64_t now) {
-  for (int r = 0; r < c->nrails && c->suspect; r++) {
-    if (!(c->suspect >> r & 1u)) continue;
-    bool silent = braid_sched_stalled(c->sched, r, now) ||
-                  (c->sops->late_suspect && braid_sched_late(c->sched, r, now));
-    if (c->sched->rail[r].state == BRAID_RAIL_DOWN || !silent) {
-      c->suspect &= ~(1u << r);
-    } else if (tx_path_dead(c, r, now) && braid_sched_count(c->sched, BRAID_RAIL_DOWN) < c->nrails - 1) {
+  for (int r = 0; r < c->nrails && c->tx.suspect; r++) {
+    if (!(c->tx.suspect >> r & 1u)) continue;
+    bool silent = braid_sched_stalled(c->tx.sched, r, now) ||
+                  (c->sops->late_suspect && braid_sched_late(c->tx.sched, r, now));
+    if (c->tx.sched->rail[r].state == BRAID_RAIL_DOWN || !silent) {
+      c->tx.suspect &= ~(1u << r);
+    } else if (tx_path_dead(c, r, now) && braid_sched_count(c->tx.sched, BRAID_RAIL_DOWN) < c->nrails - 1) {
       /* The last live rail is never failed on a stall: only a hard error ends a connection. */
-      c->suspect &= ~(1u << r);
+      c->tx.suspect &= ~(1u << r);
       tx_fail_rail(c, r, now);
     } else {
       tx_poke(c, r, now); /* keeps one poke in flight while the rail is suspect */
@@ -303,19 +304,19 @@ static void tx_detach(struct braid_chunk *ck) {
  * chunks are not sent, and the copies of their chunks still on a rail complete nothing when
  * acknowledged (every chunk record is either queued or on a stream's unacknowledged list). */
 static void tx_release_held(struct braid_comm *c) {
-  uint64_t below = c->peer_held_below;
+  uint64_t below = c->tx.peer_held_below;
   struct braid_chunk_fifo keep = {0};
   struct braid_chunk *ck;
-  while ((ck = fifo_pop(&c->requeue))) {
+  while ((ck = fifo_pop(&c->tx.requeue))) {
     if (ck->seq >= below) {
       fifo_push(&keep, ck);
       continue;
     }
-    c->pending_bytes -= ck->len;
+    c->tx.pending_bytes -= ck->len;
     tx_detach(ck);
     ck_free(c, ck);
   }
-  c->requeue = keep;
+  c->tx.requeue = keep;
   for (int i = 0; i < c->nstreams; i++)
     for (ck = c->streams[i].unacked.head; ck; ck = ck->next)
       if (ck->seq < below) tx_detach(ck);
@@ -327,15 +328,15 @@ static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s,
   struct braid_frame f;
   char why[128];
   if (braid_frame_decode(hdr, &f, why, sizeof why) != 0 || f.type != BRAID_FRAME_ACK ||
-      f.seq > s->frames_started || f.seq < s->frames_acked || f.offset > c->next_seq)
+      f.seq > s->frames_started || f.seq < s->frames_acked || f.offset > c->tx.next_seq)
     return braid_comm_fail(c, ncclRemoteError, "garbled acknowledgement on rail %d", s->rail);
   uint64_t from = s->frames_acked > s->ignore_until ? s->frames_acked : s->ignore_until;
   bool revived = f.seq > s->frames_acked && !s->dead &&
-                 c->sched->rail[s->rail].state == BRAID_RAIL_DOWN;
+                 c->tx.sched->rail[s->rail].state == BRAID_RAIL_DOWN;
   for (uint64_t k = from; k < f.seq; k++) {
     struct braid_chunk *ck = fifo_pop(&s->unacked);
     if (!ck) return braid_comm_fail(c, ncclInternalError, "acknowledgement without a chunk");
-    braid_sched_acked(c->sched, s->rail, ck->len, ck->sent_ns, now);
+    braid_sched_acked(c->tx.sched, s->rail, ck->len, ck->sent_ns, now);
     if (s->rail < 16 && c->stats[s->rail]) {
       atomic_fetch_add_explicit(&c->stats[s->rail]->bytes, ck->len, memory_order_relaxed);
       atomic_fetch_add_explicit(&c->stats[s->rail]->chunks, 1, memory_order_relaxed);
@@ -344,9 +345,9 @@ static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s,
   }
   if (f.seq > s->frames_acked) s->ack_ns = now;
   s->frames_acked = f.seq;
-  if (revived) braid_sched_restored(c->sched, s->rail, now);
-  if (f.offset > c->peer_held_below) {
-    c->peer_held_below = f.offset;
+  if (revived) braid_sched_restored(c->tx.sched, s->rail, now);
+  if (f.offset > c->tx.peer_held_below) {
+    c->tx.peer_held_below = f.offset;
     tx_release_held(c);
   }
   return ncclSuccess;
@@ -356,15 +357,15 @@ static ncclResult_t tx_ack(struct braid_comm *c, struct braid_stream *s,
 static int tx_place(struct braid_comm *c, struct braid_chunk *ck, int rail, uint64_t now) {
   struct braid_stream *s = tx_stream_of(c, rail);
   if (!s) return 1;
-  fifo_pop(&c->requeue);
-  c->pending_bytes -= ck->len;
+  fifo_pop(&c->tx.requeue);
+  c->tx.pending_bytes -= ck->len;
   ck->rail = rail;
   ck->sent_ns = now;
   struct braid_txframe *f = tx_append(s);
   f->chunk = ck;
   tx_encode(f, ck->seq, ck->offset, ck->len, ck->size, ck->tag, ck->data);
   fifo_push(&s->unacked, ck);
-  braid_sched_sent(c->sched, rail, ck->len, now);
+  braid_sched_sent(c->tx.sched, rail, ck->len, now);
   int err = c->sops->tx_write(c, s);
   if (err) tx_stream_broken(c, s, strerror(err), now);
   return 0;
@@ -378,25 +379,25 @@ static ncclResult_t tx_split(struct braid_comm *c, struct braid_chunk *ck, uint3
   rest->offset += len, rest->data += len, rest->len -= len;
   ck->len = len;
   ck->next = rest;
-  if (c->requeue.tail == ck) c->requeue.tail = rest;
-  c->requeue.count++;
+  if (c->tx.requeue.tail == ck) c->tx.requeue.tail = rest;
+  c->tx.requeue.count++;
   if (ck->req) ck->req->frames_out++;
   return ncclSuccess;
 }
 
 /* Hands ready chunks to the rails the scheduler picks (a slow rail may get a small piece). */
 static ncclResult_t tx_schedule(struct braid_comm *c, uint64_t now) {
-  while (c->requeue.head && !c->err) {
-    struct braid_chunk *ck = c->requeue.head;
+  while (c->tx.requeue.head && !c->err) {
+    struct braid_chunk *ck = c->tx.requeue.head;
     int rail;
-    if (c->equal) {
-      rail = braid_sched_pick_equal(c->sched, ck->len, &c->rr);
+    if (c->tx.equal) {
+      rail = braid_sched_pick_equal(c->tx.sched, ck->len, &c->tx.rr);
     } else {
-      rail = braid_sched_pick(c->sched, ck->len, c->pending_bytes, now);
-      if (rail >= 0 && ck->len > TX_PROBE_LEN && braid_sched_probe_due(c->sched, rail, now)) {
+      rail = braid_sched_pick(c->tx.sched, ck->len, c->tx.pending_bytes, now);
+      if (rail >= 0 && ck->len > TX_PROBE_LEN && braid_sched_probe_due(c->tx.sched, rail, now)) {
         if (tx_split(c, ck, TX_PROBE_LEN)) return c->err; /* a probe is a small piece */
       } else if (rail == BRAID_SCHED_WAIT && ck->len > TX_PROBE_LEN) {
-        rail = braid_sched_pick(c->sched, TX_PROBE_LEN, c->pending_bytes, now);
+        rail = braid_sched_pick(c->tx.sched, TX_PROBE_LEN, c->tx.pending_bytes, now);
         if (rail >= 0 && tx_split(c, ck, TX_PROBE_LEN)) return c->err;
       }
     }
@@ -411,8 +412,8 @@ static ncclResult_t tx_progress_rails(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
   if (c->sops->rejoin) braid_rejoin_connect(c, now);
   /* Acknowledgements are read every call while chunks wait for room, else every 20 us. */
-  bool read_acks = c->requeue.head || now - c->last_ack_read_ns >= 20000;
-  if (read_acks) c->last_ack_read_ns = now;
+  bool read_acks = c->tx.requeue.head || now - c->tx.last_ack_read_ns >= 20000;
+  if (read_acks) c->tx.last_ack_read_ns = now;
   for (int i = 0; i < c->nstreams && !c->err; i++) {
     struct braid_stream *s = &c->streams[i];
     if (s->dead) continue;
@@ -421,10 +422,10 @@ static ncclResult_t tx_progress_rails(struct braid_comm *c) {
     if (err) tx_stream_broken(c, s, strerror(err), now);
   }
   if (c->err) return c->err;
-  if (now >= c->next_tick_ns) {
-    c->next_tick_ns = now + TX_TICK_NS;
+  if (now >= c->tx.next_tick_ns) {
+    c->tx.next_tick_ns = now + TX_TICK_NS;
     struct braid_sched_event ev[8];
-    int n = braid_sched_tick(c->sched, now, ev, 8);
+    int n = braid_sched_tick(c->tx.sched, now, ev, 8);
     for (int i = 0; i < n; i++) {
       tx_log_event(c, &ev[i]);
       /* A stall verdict, then the transport's view of the path (the data sockets' kernel view).
@@ -433,18 +434,18 @@ static ncclResult_t tx_progress_rails(struct braid_comm *c) {
        * includes the provider's connection set-up and the peer's first receive), is not needed
        * where there is evidence. */
       if (ev[i].reason == BRAID_SCHED_STALLED || (c->sops->late_suspect && ev[i].reason == BRAID_SCHED_LATE)) {
-        c->suspect |= 1u << ev[i].rail;
+        c->tx.suspect |= 1u << ev[i].rail;
         tx_poke(c, ev[i].rail, now);
       }
     }
     tx_check_suspects(c, now);
     for (int r = 0; r < c->nrails && r < 16; r++)
-      if (c->stats[r]) atomic_store(&c->stats[r]->est_bps, (uint64_t)(c->sched->rail[r].est_Bps * 8));
+      if (c->stats[r]) atomic_store(&c->stats[r]->est_bps, (uint64_t)(c->tx.sched->rail[r].est_Bps * 8));
     braid_telemetry_tick(now);
   }
   int alive = 0;
   for (int i = 0; i < c->nstreams; i++) alive += !c->streams[i].dead;
-  if (!alive && c->pending_bytes)
+  if (!alive && c->tx.pending_bytes)
     return braid_comm_fail(c, ncclRemoteError, "every stream to the peer has failed");
   return tx_schedule(c, now);
 }
@@ -456,20 +457,20 @@ ncclResult_t braid_tx_progress(struct braid_comm *c) {
 
 ncclResult_t braid_tx_init(struct braid_comm *c) {
   if (!c->acks) return ncclSuccess;
-  c->sched = calloc(1, sizeof *c->sched);
-  if (!c->sched) return ncclSystemError;
+  c->tx.sched = calloc(1, sizeof *c->tx.sched);
+  if (!c->tx.sched) return ncclSystemError;
   double nominal[BRAID_SCHED_MAX_RAILS];
   for (int r = 0; r < c->nrails; r++) nominal[r] = c->streams[r].rail_Bps;
-  c->start_ns = braid_now_ns();
-  if (braid_sched_init(c->sched, c->nrails, NULL, nominal, c->start_ns) != 0)
+  c->tx.start_ns = braid_now_ns();
+  if (braid_sched_init(c->tx.sched, c->nrails, NULL, nominal, c->tx.start_ns) != 0)
     return ncclInternalError;
-  for (int r = c->nprimary; r < c->nrails; r++) braid_sched_set_backup(c->sched, r, true);
+  for (int r = c->nprimary; r < c->nrails; r++) braid_sched_set_backup(c->tx.sched, r, true);
   for (int r = 0; r < c->nrails; r++) { /* a rail that did not connect starts down */
     bool up = false;
     for (int i = r; i < c->nstreams; i += c->nrails) up |= !c->streams[i].dead;
-    if (!up) braid_sched_failed(c->sched, r, braid_now_ns());
+    if (!up) braid_sched_failed(c->tx.sched, r, braid_now_ns());
   }
-  c->equal = !strcmp(braid_param_str(BRAID_P_STRIPING), "equal");
+  c->tx.equal = !strcmp(braid_param_str(BRAID_P_STRIPING), "equal");
   return ncclSuccess;
 }
 
@@ -480,7 +481,7 @@ void braid_tx_free(struct braid_comm *c) {
     while ((ck = fifo_pop(&s->unacked))) ck_free(c, ck);
   }
   struct braid_chunk *ck;
-  while ((ck = fifo_pop(&c->requeue))) ck_free(c, ck);
-  while ((ck = c->chunk_free)) c->chunk_free = ck->next, free(ck);
-  free(c->sched);
+  while ((ck = fifo_pop(&c->tx.requeue))) ck_free(c, ck);
+  while ((ck = c->tx.chunk_free)) c->tx.chunk_free = ck->next, free(ck);
+  free(c->tx.sched);
 }

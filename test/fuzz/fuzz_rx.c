@@ -34,6 +34,7 @@
 
 #include "stripe/ack_out.h"
 #include "comm/comm.h"
+#include "stripe/stripe.h"
 #include "net_stubs.h"
 #include "transport/socket/sock_stream.h"
 #include "wire/wire.h"
@@ -469,14 +470,14 @@ static void setup(uint8_t cfg) {
   c->acks = acks;
   c->timeout_ns = 10000000000ull;
   static const size_t lim[4] = {1u << 20, 1u << 20, 30000, 2000};
-  c->unexpected_max = lim[cfg >> 2 & 3];
-  unexpected_limited = c->unexpected_max < (1u << 20);
+  c->rx.unexpected_max = lim[cfg >> 2 & 3];
+  unexpected_limited = c->rx.unexpected_max < (1u << 20);
   c->streams = calloc((size_t)nstreams, sizeof *c->streams);
   c->reqs = calloc(BRAID_RECV_REQS, sizeof *c->reqs);
-  c->msgs = calloc(BRAID_MSG_WINDOW, sizeof *c->msgs);
-  CHECK(c->streams && c->reqs && c->msgs);
+  c->rx.msgs = calloc(BRAID_MSG_WINDOW, sizeof *c->rx.msgs);
+  CHECK(c->streams && c->reqs && c->rx.msgs);
   c->nreqs = BRAID_RECV_REQS;
-  for (int i = 0; i < BRAID_MSG_WINDOW; i++) c->msgs[i].seq = -1;
+  for (int i = 0; i < BRAID_MSG_WINDOW; i++) c->rx.msgs[i].seq = -1;
   for (int i = 0; i < nstreams; i++) {
     int sv[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
@@ -506,7 +507,7 @@ static void teardown(void) {
   braid_rx_free(c);
   free(c->streams);
   free(c->reqs);
-  free(c->msgs);
+  free(c->rx.msgs);
   for (int i = 0; i < nmsgs; i++) free(msgs[i].got);
   nmsgs = 0;
   noack_cursor_msg = noack_cursor_off = 0;

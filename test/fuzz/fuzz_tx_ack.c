@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "stripe/stripe.h"
 #include "net_stubs.h"
 #include "stripe/sched.h"
 #include "transport/socket/sock_stream.h"
@@ -205,7 +206,7 @@ static void garbled_ack(int i, uint8_t kind, uint8_t arg) {
       braid_frame_encode(&f, hdr);
       break;
     default: /* a held mark beyond every send posted */
-      f.offset = c->next_seq + 1 + (arg & 0x80 ? arg & 0x7f : 0);
+      f.offset = c->tx.next_seq + 1 + (arg & 0x80 ? arg & 0x7f : 0);
       braid_frame_encode(&f, hdr);
       break;
   }
@@ -233,7 +234,7 @@ static void do_send(size_t size, int tag) {
   r->data = s->data;
   r->size = size;
   r->tag = tag;
-  r->seq = c->next_seq++;
+  r->seq = c->tx.next_seq++;
   nsends++;
   braid_tx_send(c, r);
   for (int i = 0; i < nstreams; i++) read_frames(i);

@@ -52,9 +52,9 @@ class Rejoin : public ::testing::Test {
     ASSERT_TRUE(tx_ && rx_);
     for (braid_comm* c : {tx_, rx_}) {
       c->nrails = c->nprimary = kRails;
-      c->conn_id = 0x1234567890abcdefull;
-      c->auth_mode = braid_sodium() ? BRAID_AUTH_MAC : BRAID_AUTH_PLAIN;  // as set-up agreed
-      for (int i = 0; i < BRAID_SECRET_BYTES; i++) c->secret[i] = (uint8_t)(0xA0 + i);
+      c->rejoin.conn_id = 0x1234567890abcdefull;
+      c->rejoin.auth_mode = braid_sodium() ? BRAID_AUTH_MAC : BRAID_AUTH_PLAIN;  // as set-up agreed
+      for (int i = 0; i < BRAID_SECRET_BYTES; i++) c->rejoin.secret[i] = (uint8_t)(0xA0 + i);
       snprintf(c->peer, sizeof c->peer, "127.0.0.1");
       for (int s = 0; s < kStreams; s++) {
         c->streams[s].rail = s % kRails;
@@ -62,14 +62,14 @@ class Rejoin : public ::testing::Test {
       }
     }
     // The receiver's per-rail listening sockets; the sender's rails point at them.
-    rx_->nlisten = kRails;
+    rx_->rejoin.nlisten = kRails;
     for (int r = 0; r < kRails; r++) {
       sockaddr_in a;
       int fd = wire_watch::ListenLoopback(&a, 16);
       ASSERT_GE(fd, 0) << strerror(errno);
-      memcpy(&tx_->rail_addr[r], &a, sizeof a);
-      rx_->listen_fd[r] = fd;
-      tx_->rail_ifc[r] = &lo_;
+      memcpy(&tx_->rejoin.rail_addr[r], &a, sizeof a);
+      rx_->rejoin.listen_fd[r] = fd;
+      tx_->rejoin.rail_ifc[r] = &lo_;
     }
     // Every stream connected (socket pairs stand in for the set-up's TCP streams) but one.
     for (int s = 0; s < kStreams; s++) {
@@ -102,7 +102,7 @@ class Rejoin : public ::testing::Test {
       braid_rejoin_connect(tx_, now);
       if (relay) relay->Pump();
       if (receiver) {
-        rx_->next_join_ns = 0;  // accept at every call, not every 50 ms
+        rx_->rejoin.next_join_ns = 0;  // accept at every call, not every 50 ms
         braid_rejoin_accept(rx_, now);
       }
       if (pred()) return true;
@@ -156,20 +156,20 @@ TEST_F(Rejoin, SenderRevivesOnlyOnTheReceiversConfirmation) {
 // listener) is dropped and logged; the stream keeps its socket.
 TEST_F(Rejoin, ReplayedRejoinIsRefused) {
   Relay relay;
-  relay.Start(tx_->rail_addr[kDead % kRails]);
-  sockaddr_storage real = tx_->rail_addr[kDead % kRails];
-  memcpy(&tx_->rail_addr[kDead % kRails], &relay.addr, sizeof relay.addr);
+  relay.Start(tx_->rejoin.rail_addr[kDead % kRails]);
+  sockaddr_storage real = tx_->rejoin.rail_addr[kDead % kRails];
+  memcpy(&tx_->rejoin.rail_addr[kDead % kRails], &relay.addr, sizeof relay.addr);
   ASSERT_TRUE(Drive(5, true, [&] { return SenderRevived() && ReceiverRejoined(); }, &relay))
       << TakeWarnings();
   ASSERT_FALSE(relay.up.empty());
-  memcpy(&tx_->rail_addr[kDead % kRails], &real, sizeof real);
+  memcpy(&tx_->rejoin.rail_addr[kDead % kRails], &real, sizeof real);
   TakeWarnings();
   const int rejoined_fd = rx_->streams[kDead].fd;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_EQ(connect(fd, (sockaddr*)&real, sizeof(sockaddr_in)), 0);
   ASSERT_EQ(send(fd, relay.up.data(), relay.up.size(), MSG_NOSIGNAL), (ssize_t)relay.up.size());
   for (double end = Now() + 0.5; Now() < end;) {
-    rx_->next_join_ns = 0;
+    rx_->rejoin.next_join_ns = 0;
     braid_rejoin_accept(rx_, braid_now_ns());
     usleep(1000);
   }

@@ -95,7 +95,7 @@ static char *rx_dest(struct braid_comm *c, struct braid_stream *s, struct braid_
   if (rx_bounced(c)) return rx_room(c, s, o, o->fr.frame.len) ? o->bounce : NULL;
   if (!o->fr.discard) return o->fr.dest;
   *len = o->fr.frame.len > BRAID_RX_SINK_BYTES ? BRAID_RX_SINK_BYTES : o->fr.frame.len;
-  return c->sink;
+  return c->rx.sink;
 }
 
 /* Posts the payload receives of taken frames (in order).  0, 1 when the provider has no room

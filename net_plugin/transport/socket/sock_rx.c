@@ -67,7 +67,7 @@ static ssize_t rx_readv(struct braid_comm *c, struct braid_stream *s, void *dst,
 static int rx_payload(struct braid_comm *c, struct braid_stream *s, bool read) {
   struct braid_sock_stream *ss = s->tp;
   size_t avail = ss->stage_len - ss->stage_off;
-  char *dst = ss->cur.discard ? c->sink : ss->cur.dest;
+  char *dst = ss->cur.discard ? c->rx.sink : ss->cur.dest;
   size_t want = ss->cur.discard && ss->frame_left > BRAID_RX_SINK_BYTES ? BRAID_RX_SINK_BYTES : ss->frame_left;
   if (avail) {
     size_t k = avail < want ? avail : want;
