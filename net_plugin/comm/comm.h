@@ -143,7 +143,7 @@ struct braid_comm {
   int nprimary; /* rails of the device itself; the rest are borrowed backups */
   int nstreams;
   bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
-  bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_stream.h) */
+  bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_link.c) */
   bool verbs;   /* the data goes over one striped verbs connection (verbs_link.c) */
   struct braid_vc *vc;
   uint8_t vaddr[BRAID_VLINK_MSG_MAX]; /* the peer's queue-pair addresses as they arrive */
@@ -151,8 +151,8 @@ struct braid_comm {
   bool vlinked;                       /* connected to them */
   uint64_t vcheck_ns;
   pthread_mutex_t ofi_lock; /* streams' endpoint pointers: closing vs deregMr's forget */
-  const struct braid_stream_ops *sops; /* the streams' transport; NULL over verbs */
   struct braid_stream *streams;
+  const struct braid_stream_ops *sops; /* the streams' transport (stream.h); NULL over verbs */
   struct braid_req *reqs;
   int nreqs;
   int *free_reqs, nfree;
