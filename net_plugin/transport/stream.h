@@ -1,7 +1,8 @@
 /* A stream transport: how one stream's frames travel.  Two fill it in: TCP sockets
  * (transport/socket/sock_stream.h: the frames on the stream's socket) and libfabric
  * (transport/ofi/ofi_stream.h: each frame a header message and a tagged payload on the stream's
- * endpoint, the socket kept open beside it to show that the peer is there).
+ * endpoint, the socket kept open beside it to show that the peer is there); a unit test adds one
+ * in memory (test/unit/stream_double_test.cc).
  *
  * The data path above it is the same for every transport: the send side (stripe/tx.c) cuts
  * messages into frames (wire.h) on a stream's batch (s->tx[]), counts acknowledgements, re-sends

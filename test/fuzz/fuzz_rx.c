@@ -32,7 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "stripe/ack_out.h"
+#include "transport/socket/ack_out.h"
 #include "comm/comm.h"
 #include "stripe/stripe.h"
 #include "net_stubs.h"

@@ -27,7 +27,7 @@ mkdir -p "$OUT/artifacts"
 PS_ENGINE=(ps_offload/session.c ps_offload/conn.c ps_offload/proto.c ps_offload/auth.c ps_offload/reduce.c ps_offload/reduce_x86.c
            common/dynlib.c common/sodium_lib.c common/param.c common/log.c)
 WIRE=(net_plugin/wire/*.c) # every wire format (net_plugin/wire/wire.h)
-DATA_PATH=(net_plugin/stripe/rx.c net_plugin/stripe/tx.c net_plugin/stripe/sched.c net_plugin/stripe/ack_out.c
+DATA_PATH=(net_plugin/stripe/rx.c net_plugin/stripe/tx.c net_plugin/stripe/sched.c net_plugin/transport/socket/ack_out.c
            "${WIRE[@]}" net_plugin/transport/socket/sock_stream.c net_plugin/transport/socket/sock_tx.c
            net_plugin/transport/socket/sock_rx.c)
 for t in "${TARGETS[@]}"; do

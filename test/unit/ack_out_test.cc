@@ -11,7 +11,7 @@
 #include <vector>
 
 extern "C" {
-#include "stripe/ack_out.h"
+#include "transport/socket/ack_out.h"
 #include "nccl_plugin/net.h"
 #include "param.h"
 #include "wire/wire.h"

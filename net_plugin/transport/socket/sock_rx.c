@@ -1,7 +1,7 @@
 /* The socket stream transport's receive side: a stream's bytes read into a stage (headers and
  * small payloads) or, for the rest of a large payload, straight into place with the next header
  * behind it (one syscall per large frame); acknowledgements written whole across calls
- * (ack_out.h). */
+ * (transport/socket/ack_out.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

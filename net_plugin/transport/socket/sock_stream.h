@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stripe/ack_out.h"
+#include "transport/socket/ack_out.h"
 #include "transport/stream.h"
 #include "wire/wire.h"
 

@@ -1,4 +1,4 @@
-/* An acknowledgement frame on its way out of a receive stream's non-blocking socket (rx.c).
+/* An acknowledgement frame on its way out of a receive stream's non-blocking socket (sock_rx.c).
  * The socket may take only part of the 40 bytes; the rest goes out first on a later call, so no
  * other frame ever starts inside an unfinished one (issue 19 item 5). */
 #ifndef BRAID_ACK_OUT_H

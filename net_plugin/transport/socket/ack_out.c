@@ -1,5 +1,5 @@
 /* Acknowledgement frames written whole across calls on a non-blocking socket. */
-#include "stripe/ack_out.h"
+#include "transport/socket/ack_out.h"
 
 #include <errno.h>
 #include <poll.h>
