@@ -15,6 +15,8 @@
 
 extern "C" {
 #include "comm/comm.h"
+#include "comm/life.h"
+#include "stripe/stripe.h"
 #include "log.h"
 #include "transport/stream.h"
 }
@@ -217,7 +219,7 @@ class StreamDouble : public ::testing::Test {
       r->data = out[m].data();
       r->size = sizes[m];
       r->tag = (int)(m % 3);
-      r->seq = tx_->next_seq++;
+      r->seq = tx_->tx.next_seq++;
       ASSERT_EQ(braid_tx_send(tx_, r), ncclSuccess);
       sends.push_back(r);
     }
