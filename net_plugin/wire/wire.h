@@ -3,13 +3,17 @@
  * (_Static_assert in its source), explicit little-endian encode/decode functions (wire/le.h; no
  * struct is ever copied onto the wire), and a decode that checks lengths and fields and returns
  * -1 with a reason.  Test: test/unit/wire_test.cc (round trips and golden bytes for every
- * record); fuzzers: test/fuzz/fuzz_handle.c, fuzz_hello.c, fuzz_raillist.c, fuzz_frame.c.
+ * record); fuzzers: test/fuzz/fuzz_handle.c, fuzz_hello.c, fuzz_raillist.c, fuzz_frame.c,
+ * fuzz_verbs_ctl.c.
  *
  *   wire/handle.h  the listen handle (NCCL's 128 bytes, out of band); BRAID_WIRE_VERSION, the
  *                  set-up protocol's version, lives here
  *   wire/hello.h   the stream handshake on every data stream: challenge, hello, reply, and the
  *                  listener's rail list on stream 0 (the logic: comm/hs.h)
  *   wire/frame.h   the socket and ofi streams' frame header: data chunks and acknowledgements
+ *   wire/verbs.h   the verbs transport: the rail addresses exchanged at set-up, a verbs
+ *                  connection's control messages and its writes' immediate data (its version:
+ *                  the handshake's BRAID_WIRE_VERSION)
  *
  * Elsewhere: braid-ps frames (the CollNet client in the plugin <-> the braid-ps server) are
  * ps_offload/proto.h, shared by both programs: a fixed 48-byte little-endian header with magic

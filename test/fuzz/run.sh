@@ -33,7 +33,7 @@ for t in "${TARGETS[@]}"; do
   # the data path's state machines, compiled in with stand-ins for the rest (test/fuzz/net_stubs.c)
   [ "$t" = fuzz_rx ] && srcs=(test/fuzz/net_stubs.c net_plugin/stripe/rx.c "${WIRE[@]}" net_plugin/stripe/ack_out.c)
   [ "$t" = fuzz_tx_ack ] && srcs=(test/fuzz/net_stubs.c net_plugin/stripe/tx.c net_plugin/stripe/sched.c "${WIRE[@]}") libs=(-lm)
-  [ "$t" = fuzz_verbs_ctl ] && srcs=(test/fuzz/net_stubs.c net_plugin/transport/verbs/verbs_conn.c net_plugin/stripe/sched.c) libs=(-lm) # fake endpoint in the target
+  [ "$t" = fuzz_verbs_ctl ] && srcs=(test/fuzz/net_stubs.c net_plugin/transport/verbs/verbs_conn.c net_plugin/stripe/sched.c "${WIRE[@]}") libs=(-lm) # fake endpoint in the target
   [ "$t" = fuzz_collnet_client ] && srcs=(test/fuzz/net_stubs.c net_plugin/collnet/collnet_op.c ps_offload/assign.c ps_offload/proto.c
     ps_offload/reduce.c ps_offload/reduce_x86.c ps_offload/auth.c common/dynlib.c common/sodium_lib.c) libs=(-lm -ldl -lpthread)
   "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \

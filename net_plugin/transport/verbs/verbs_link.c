@@ -16,17 +16,16 @@
 #include "param.h"
 #include "transport/verbs/verbs_conn.h"
 #include "transport/verbs/verbs_dev.h"
+#include "wire/verbs.h"
 
-#define VLINK_MAGIC 0x41565242u /* "BRVA" */
 #define VLINK_CHUNK (64u << 10) /* x BRAID_VC_MAX_CHUNKS = 1 GiB, maxP2pBytes */
 #define VLINK_CHECK_NS 100000000ull
 
-struct vlink_hdr {
-  uint32_t magic, nrails;
-};
-
-_Static_assert(sizeof(struct vlink_hdr) + BRAID_VC_MAX_RAILS * sizeof(struct braid_verbs_ep_addr) <=
-                   BRAID_VLINK_MSG_MAX, "the address message fits its buffer");
+/* The address message is wire/verbs.h's link message. */
+_Static_assert(BRAID_VC_MAX_RAILS <= BRAID_VWIRE_RAILS && BRAID_VLINK_MAX_BYTES <= BRAID_VLINK_MSG_MAX,
+               "the address message fits its buffer");
+_Static_assert(BRAID_LINK_IB == BRAID_VADDR_LINK_IB && BRAID_LINK_ETH == BRAID_VADDR_LINK_ETH,
+               "the link layer's codes on the wire");
 
 ncclResult_t braid_verbs_link_start(struct braid_comm *c) {
   if (c->nrails > BRAID_VC_MAX_RAILS)
@@ -42,10 +41,9 @@ ncclResult_t braid_verbs_link_start(struct braid_comm *c) {
   if (braid_vc_open(rails, c->nrails, c->kind == BRAID_COMM_SEND, &o, &c->vc))
     return braid_comm_fail(c, ncclSystemError, "verbs: cannot open queue pairs on the rails (see the WARN above)");
   uint8_t msg[BRAID_VLINK_MSG_MAX];
-  struct vlink_hdr h = {VLINK_MAGIC, (uint32_t)c->nrails};
-  memcpy(msg, &h, sizeof h);
-  braid_vc_addrs(c->vc, (struct braid_verbs_ep_addr *)(void *)(msg + sizeof h));
-  size_t len = sizeof h + (size_t)c->nrails * sizeof(struct braid_verbs_ep_addr);
+  struct braid_verbs_ep_addr addrs[BRAID_VC_MAX_RAILS];
+  braid_vc_addrs(c->vc, addrs);
+  size_t len = braid_vlink_encode(addrs, c->nrails, msg);
   if (c->streams[0].fd < 0 || send(c->streams[0].fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)len)
     return braid_comm_fail(c, ncclSystemError, "verbs: cannot send the queue pairs' addresses: %s",
                            c->streams[0].fd < 0 ? "stream 0 did not connect" : strerror(errno));
@@ -58,14 +56,15 @@ ncclResult_t braid_verbs_link_start(struct braid_comm *c) {
 
 /* Reads what has arrived of the peer's addresses: 1 complete, 0 not yet, -1 broken (why). */
 static int link_read(struct braid_comm *c, char *why, size_t whylen) {
-  size_t need = sizeof(struct vlink_hdr);
+  size_t need = BRAID_VLINK_HDR_BYTES;
   if (c->vaddr_got >= need) {
-    struct vlink_hdr h;
-    memcpy(&h, c->vaddr, sizeof h);
-    if (h.magic != VLINK_MAGIC || (int)h.nrails != c->nrails)
-      return snprintf(why, whylen, "the peer's queue-pair addresses are garbled (or for %u rails, "
-                      "this end has %d)", h.nrails, c->nrails), -1;
-    need += h.nrails * sizeof(struct braid_verbs_ep_addr);
+    char err[128];
+    int n = braid_vlink_rails(c->vaddr, err, sizeof err);
+    if (n < 0) return snprintf(why, whylen, "the peer's queue-pair addresses are garbled: %s", err), -1;
+    if (n != c->nrails)
+      return snprintf(why, whylen, "the peer's queue-pair addresses are for %d rails, this end has %d",
+                      n, c->nrails), -1;
+    need = BRAID_VLINK_BYTES((size_t)n);
   }
   ssize_t n = recv(c->streams[0].fd, c->vaddr + c->vaddr_got, need - c->vaddr_got, MSG_DONTWAIT);
   if (n == 0) return snprintf(why, whylen, "the peer closed the connection"), -1;
@@ -74,8 +73,8 @@ static int link_read(struct braid_comm *c, char *why, size_t whylen) {
     return snprintf(why, whylen, "receive failed: %s", strerror(errno)), -1;
   }
   c->vaddr_got += (size_t)n;
-  if (c->vaddr_got == sizeof(struct vlink_hdr)) return link_read(c, why, whylen);
-  return c->vaddr_got == need && need > sizeof(struct vlink_hdr);
+  if (c->vaddr_got == BRAID_VLINK_HDR_BYTES) return link_read(c, why, whylen);
+  return c->vaddr_got == need && need > BRAID_VLINK_HDR_BYTES;
 }
 
 int braid_verbs_link_ready(struct braid_comm *c, char *why, size_t whylen) {
@@ -93,8 +92,11 @@ int braid_verbs_link_ready(struct braid_comm *c, char *why, size_t whylen) {
                       (unsigned long long)(c->timeout_ns / 1000000)), -1;
     return 0;
   }
-  const struct braid_verbs_ep_addr *peer = (const void *)(c->vaddr + sizeof(struct vlink_hdr));
-  if (braid_vc_connect(c->vc, peer, c->nrails))
+  struct braid_verbs_ep_addr peer[BRAID_VWIRE_RAILS];
+  char err[128];
+  int npeer = braid_vlink_decode(c->vaddr, c->vaddr_got, peer, err, sizeof err);
+  if (npeer < 0) return snprintf(why, whylen, "the peer's queue-pair addresses are garbled: %s", err), -1;
+  if (braid_vc_connect(c->vc, peer, npeer))
     return snprintf(why, whylen, "connecting the queue pairs failed: %s", braid_vc_error(c->vc)), -1;
   c->vlinked = true;
   c->vcheck_ns = now;
