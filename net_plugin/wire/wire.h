@@ -14,6 +14,7 @@
  *   wire/verbs.h   the verbs transport: the rail addresses exchanged at set-up, a verbs
  *                  connection's control messages and its writes' immediate data (its version:
  *                  the handshake's BRAID_WIRE_VERSION)
+ *   wire/ofi.h     the ofi transport: each stream's endpoint address, sent after the handshake
  *
  * Elsewhere: braid-ps frames (the CollNet client in the plugin <-> the braid-ps server) are
  * ps_offload/proto.h, shared by both programs: a fixed 48-byte little-endian header with magic

@@ -13,6 +13,7 @@
 #include <vector>
 
 extern "C" {
+#include "wire/ofi.h"
 #include "wire/verbs.h"
 #include "wire/wire.h"
 }
@@ -554,6 +555,64 @@ TEST(WireVerbs, LinkMessageRoundTripAndRejects) {
   b = good;
   b[rec1 + 7] = 0x80;  // psn bit 31
   EXPECT_NE(std::string::npos, LinkError(b).find("24 bits"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// wire/ofi.h: the endpoint-address message
+
+TEST(WireLayout, OfiEndpointAddress) {
+  const uint8_t name[5] = {0x02, 0x00, 0x1f, 0x90, 0x7f};
+  uint8_t buf[BRAID_OFI_NAME_MSG_MAX + 4];
+  memset(buf, 0xa5, sizeof buf);
+  size_t n = braid_ofi_name_encode(name, sizeof name, buf);
+  ExpectBytes(Bytes("0500 02001f907f"), buf, n);
+  EXPECT_EQ(0xa5, buf[n]);
+
+  std::vector<uint8_t> big(BRAID_OFI_NAME_MAX);
+  for (size_t i = 0; i < big.size(); i++) big[i] = (uint8_t)i;
+  n = braid_ofi_name_encode(big.data(), big.size(), buf);
+  ASSERT_EQ((size_t)BRAID_OFI_NAME_MSG_MAX, n);
+  EXPECT_EQ(0x00, buf[0]);
+  EXPECT_EQ(0x01, buf[1]);  // 256, little-endian
+  EXPECT_EQ(0, memcmp(buf + 2, big.data(), big.size()));
+}
+
+TEST(WireOfi, EndpointAddressRoundTripAndRejects) {
+  uint8_t buf[BRAID_OFI_NAME_MSG_MAX + 4];
+  char err[160];
+  for (size_t len : {(size_t)1, (size_t)16, (size_t)BRAID_OFI_NAME_MAX}) {
+    std::vector<uint8_t> name(len);
+    for (size_t i = 0; i < len; i++) name[i] = (uint8_t)(0xc3 ^ i);
+    size_t n = braid_ofi_name_encode(name.data(), len, buf);
+    ASSERT_EQ(len + BRAID_OFI_NAME_HDR_BYTES, n);
+    err[0] = 0;
+    EXPECT_EQ((int)n, braid_ofi_name_len(buf, err, sizeof err)) << err;
+    const uint8_t *got = nullptr;
+    ASSERT_EQ((int)len, braid_ofi_name_decode(buf, n, &got, err, sizeof err)) << err;
+    EXPECT_EQ(buf + BRAID_OFI_NAME_HDR_BYTES, got);
+    EXPECT_EQ(0, memcmp(got, name.data(), len));
+    // A message cut short or with bytes beyond its address.
+    err[0] = 0;
+    EXPECT_EQ(-1, braid_ofi_name_decode(buf, n - 1, &got, err, sizeof err));
+    EXPECT_NE(nullptr, strstr(err, "endpoint-address message of"));
+    EXPECT_EQ(-1, braid_ofi_name_decode(buf, n + 1, &got, err, sizeof err));
+  }
+  // Nothing to encode: an empty address, one too long.
+  EXPECT_EQ(0u, braid_ofi_name_encode(buf, 0, buf + 8));
+  std::vector<uint8_t> big(BRAID_OFI_NAME_MAX + 1);
+  EXPECT_EQ(0u, braid_ofi_name_encode(big.data(), big.size(), buf));
+
+  const uint8_t empty[2] = {0, 0}, huge[2] = {0x01, 0x01} /* 257 */, max16[2] = {0xff, 0xff};
+  err[0] = 0;
+  EXPECT_EQ(-1, braid_ofi_name_len(empty, err, sizeof err));
+  EXPECT_STREQ("an empty endpoint address", err);
+  EXPECT_EQ(-1, braid_ofi_name_len(huge, err, sizeof err));
+  EXPECT_STREQ("an endpoint address of 257 bytes (at most 256)", err);
+  EXPECT_EQ(-1, braid_ofi_name_len(max16, err, sizeof err));
+  const uint8_t *got;
+  EXPECT_EQ(-1, braid_ofi_name_decode(empty, 1, &got, err, sizeof err));
+  EXPECT_EQ(-1, braid_ofi_name_decode(empty, 2, &got, err, sizeof err));
+  EXPECT_STREQ("an empty endpoint address", err);
 }
 
 }  // namespace

@@ -11,8 +11,13 @@
 #include "log.h"
 #include "transport/socket/sock.h"
 #include "transport/ofi/ofi.h"
+#include "wire/ofi.h"
 
 #define LINK_CHECK_NS 10000000ull /* how often a linked stream's socket is checked */
+
+/* The address message is wire/ofi.h's; s->ofi_name holds the peer's as it arrives. */
+_Static_assert(sizeof(((struct braid_stream *)0)->ofi_name) >= BRAID_OFI_NAME_MSG_MAX,
+               "a stream holds the largest endpoint-address message");
 
 ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
@@ -27,18 +32,17 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
                  s->rail_name ? s->rail_name : "-", err);
       return ncclSystemError;
     }
-    uint8_t buf[2 + BRAID_OFI_NAME_MAX];
-    size_t n = braid_ofi_ep_name(s->ofi, buf + 2, BRAID_OFI_NAME_MAX);
+    uint8_t name[BRAID_OFI_NAME_MAX], buf[BRAID_OFI_NAME_MSG_MAX];
+    size_t n = braid_ofi_name_encode(name, braid_ofi_ep_name(s->ofi, name, sizeof name), buf);
     if (!n) {
       BRAID_WARN("connection with %s: stream %d: the endpoint has no address of at most %d bytes",
                  c->peer, i, BRAID_OFI_NAME_MAX);
       return ncclSystemError;
     }
-    buf[0] = (uint8_t)(n & 0xff), buf[1] = (uint8_t)(n >> 8);
     /* A few hundred bytes into a fresh socket's empty buffer: all or nothing.  A stream the
      * peer already gave up on (it started without it) is dead for this connection: there is
      * no rejoin over ofi; the other streams carry. */
-    if (send(s->fd, buf, n + 2, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)(n + 2)) {
+    if (send(s->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n) {
       BRAID_WARN("connection with %s: stream %d (rail %d): sending the endpoint address failed: "
                  "%s%s", c->peer, i, s->rail, strerror(errno),
                  c->nstreams > 1 ? "; the connection goes on without it" : "");
@@ -55,15 +59,12 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
 
 /* Reads what the socket has of the peer's address; 1 complete, 0 not yet, -1 broken. */
 static int link_read(struct braid_stream *s, char *why, size_t whylen) {
-  size_t need = s->ofi_name_got < 2 ? 2 : 2 + (s->ofi_name[0] | (size_t)s->ofi_name[1] << 8);
-  if (s->ofi_name_got >= 2 && need == 2) {
-    snprintf(why, whylen, "the peer announced an empty endpoint address");
-    return -1;
-  }
-  if (need > sizeof s->ofi_name) {
-    snprintf(why, whylen, "the peer announced an endpoint address of %zu bytes (at most %d)",
-             need - 2, BRAID_OFI_NAME_MAX);
-    return -1;
+  size_t need = BRAID_OFI_NAME_HDR_BYTES;
+  if (s->ofi_name_got >= BRAID_OFI_NAME_HDR_BYTES) {
+    char err[128];
+    int len = braid_ofi_name_len(s->ofi_name, err, sizeof err);
+    if (len < 0) return snprintf(why, whylen, "the peer announced %s", err), -1;
+    need = (size_t)len;
   }
   ssize_t n = recv(s->fd, s->ofi_name + s->ofi_name_got, need - s->ofi_name_got, MSG_DONTWAIT);
   if (n == 0) return snprintf(why, whylen, "the peer closed the connection"), -1;
@@ -72,8 +73,8 @@ static int link_read(struct braid_stream *s, char *why, size_t whylen) {
     return snprintf(why, whylen, "receive failed: %s", strerror(errno)), -1;
   }
   s->ofi_name_got += (size_t)n;
-  if (s->ofi_name_got == 2) return link_read(s, why, whylen);
-  return s->ofi_name_got == need && need > 2;
+  if (s->ofi_name_got == BRAID_OFI_NAME_HDR_BYTES) return link_read(s, why, whylen);
+  return s->ofi_name_got == need && need > BRAID_OFI_NAME_HDR_BYTES;
 }
 
 int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
@@ -92,8 +93,11 @@ int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t 
                       (unsigned long long)(c->timeout_ns / 1000000)), -1;
     return 0;
   }
-  size_t len = s->ofi_name[0] | (size_t)s->ofi_name[1] << 8;
-  if (braid_ofi_ep_connect(s->ofi, s->ofi_name + 2, len, why, whylen)) return -1;
+  const uint8_t *name;
+  char err[128];
+  int len = braid_ofi_name_decode(s->ofi_name, s->ofi_name_got, &name, err, sizeof err);
+  if (len < 0) return snprintf(why, whylen, "the peer sent %s", err), -1;
+  if (braid_ofi_ep_connect(s->ofi, name, (size_t)len, why, whylen)) return -1;
   s->ofi_linked = true;
   s->ofi_check_ns = now;
   return 1;
