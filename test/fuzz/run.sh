@@ -17,8 +17,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 CLANG=${CLANG:-clang}
 OUT=build/fuzz
-TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_ps_frames fuzz_rx fuzz_tx_ack fuzz_verbs_ctl fuzz_collnet_client)
-declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=80 [fuzz_frame]=40 [fuzz_raillist]=296 [fuzz_ps_frames]=4096
+TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_transport_wire fuzz_ps_frames fuzz_rx fuzz_tx_ack fuzz_verbs_ctl
+         fuzz_collnet_client)
+declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=80 [fuzz_frame]=40 [fuzz_raillist]=296 [fuzz_transport_wire]=300 [fuzz_ps_frames]=4096
                     [fuzz_rx]=4096 [fuzz_tx_ack]=4096 [fuzz_verbs_ctl]=2048
                     [fuzz_collnet_client]=2048) # decoder input sizes; a command script for the state machines
 if [ -n "${FUZZ_TARGETS:-}" ]; then read -ra TARGETS <<<"$FUZZ_TARGETS"; fi
