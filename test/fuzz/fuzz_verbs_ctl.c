@@ -9,10 +9,14 @@
  * (sequence numbers near the connection's, slots, rails, capacities, open/fin/posted masks);
  * writes with immediates, structured (slot, chunk count, index, length) or raw; completions of
  * what the connection posted (in order, out of order, with errors); isend / irecv / test;
- * progress.  Checked, besides the sanitizers:
+ * progress.  Control messages and immediates are built by wire/verbs.h's encoders.  Checked,
+ * besides the sanitizers:
+ * - every control message and immediate delivered goes through wire/verbs.h's decoder too: a
+ *   rejection says why, and what it accepts re-encodes to exactly the bytes delivered;
  * - a control message this side never accepts (a type for the other side, a wrong length, a CTS
- *   whose slot or rail count does not match, a FENCE/FENCED for a rail that does not exist) and a
- *   write that fits no receive fail the connection at the progress call that reads them;
+ *   whose slot or rail count does not match, a FENCE/FENCED for a rail that does not exist, an
+ *   AREA for 0 or more than 8 rails, a reserved field set), a write that fits no receive and a
+ *   probe with stray bits fail the connection at the progress call that reads them;
  * - a MISMATCH fails the receiver as a usage error; a CTS smaller than its send fails the sender
  *   as a usage error and sends the receiver a MISMATCH;
  * - a receive reported done has a size within its capacity. */
@@ -28,15 +32,15 @@
 #include "fuzz_check.h"
 #include "fuzz_script.h"
 
-/* The connection's control message types and sizes (verbs_conn.c; no header carries them). */
-enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN, CTL_AREA, CTL_MISMATCH };
-#define SZ_CTS (24 + 4 * BRAID_VC_MAX_RAILS)
-#define SZ_FENCE 2
-#define SZ_FENCED (8 + 4 * BRAID_VC_SLOTS)
-#define SZ_FIN 8
-#define SZ_AREA (24 + 4 * BRAID_VC_MAX_RAILS)
-#define SZ_MISMATCH 24
-
+/* The connection's control messages (wire/verbs.h). */
+enum { CTL_CTS = BRAID_VCTL_CTS, CTL_FENCE = BRAID_VCTL_FENCE, CTL_FENCED = BRAID_VCTL_FENCED,
+       CTL_FIN = BRAID_VCTL_FIN, CTL_AREA = BRAID_VCTL_AREA, CTL_MISMATCH = BRAID_VCTL_MISMATCH };
+#define SZ_CTS BRAID_VCTL_CTS_BYTES
+#define SZ_FENCE BRAID_VCTL_FENCE_BYTES
+#define SZ_FENCED BRAID_VCTL_FENCED_BYTES
+#define SZ_FIN BRAID_VCTL_FIN_BYTES
+#define SZ_AREA BRAID_VCTL_AREA_BYTES
+#define SZ_MISMATCH BRAID_VCTL_MISMATCH_BYTES
 
 /* ---------- the fake endpoint ---------- */
 
@@ -171,21 +175,34 @@ static bool ctl_shape_ok(uint8_t type, uint32_t len) {
          (type == CTL_FIN && len == SZ_FIN);
 }
 
-static void ctl(int r, const uint8_t *d, uint32_t len) {
+/* Delivers a control message; returns whether wire/verbs.h's decoder accepts it (then it
+ * re-encodes to exactly these bytes: no byte is ignored). */
+static bool ctl(int r, const uint8_t *d, uint32_t len) {
   struct braid_verbs_ev e = {.kind = BRAID_VERBS_EV_CTRL, .len = len};
   memcpy(e.data, d, len);
   push(r, &e);
+  struct braid_vctl m;
+  char err[128] = "";
+  if (braid_vctl_decode(d, len, &m, err, sizeof err)) {
+    CHECK(err[0] && memchr(err, 0, sizeof err)); /* a rejection always says why */
+    return false;
+  }
+  uint8_t enc[BRAID_VCTL_MAX_BYTES];
+  CHECK(braid_vctl_encode(&m, enc) == len && memcmp(enc, d, len) == 0);
+  return true;
 }
 
-static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+/* A slot mask of a FENCED: bits 8..15 (reserved) set now and then. */
+static uint16_t rd_mask(void) {
+  uint8_t lo = rd8(), hi = rd8();
+  return (uint16_t)(lo | (hi > 0xf0 ? hi << 8 : 0));
+}
 
 static uint32_t near_seq(uint8_t b) { return next_seq - BRAID_VC_SLOTS + b % (2 * BRAID_VC_SLOTS); }
 
 static void structured_ctl(int r, uint8_t kind) {
-  uint8_t m[BRAID_VERBS_CTRL_MAX] = {0};
-  uint32_t len = 0;
+  struct braid_vctl c;
+  memset(&c, 0, sizeof c);
   bool bad = false;
   const char *what = "?";
   switch (kind % 6) {
@@ -195,60 +212,62 @@ static void structured_ctl(int r, uint8_t kind) {
       uint8_t slot = (uint8_t)(f & 1 ? rd8() : seq % BRAID_VC_SLOTS);
       uint8_t nr = (uint8_t)(f & 2 ? rd8() % 9 : nrails);
       uint64_t cap = f & 4 ? rd32() % 600000 : (uint64_t)1 << 30;
-      m[0] = CTL_CTS, m[1] = slot, m[2] = nr;
-      put32(m + 4, seq);
-      put64(m + 8, 0x1000);
-      put64(m + 16, cap);
-      len = SZ_CTS;
+      c.type = CTL_CTS;
+      c.cts = (struct braid_vctl_cts){.slot = slot, .nrails = nr, .seq = seq, .addr = 0x1000, .cap = cap};
       bad = sender && (slot != seq % BRAID_VC_SLOTS || nr != nrails);
       if (sender && !bad) cts_note(seq);
       what = "a CTS with a wrong slot or rail count";
       break;
     }
     case 1: /* FENCE */
-      m[0] = CTL_FENCE, m[1] = rd8() % 10;
-      len = SZ_FENCE;
-      bad = !sender && m[1] >= nrails;
+      c.type = CTL_FENCE;
+      c.fence.rail = rd8() % 10;
+      bad = !sender && c.fence.rail >= nrails;
       what = "a FENCE of a rail that does not exist";
       break;
     case 2: { /* FENCED */
-      m[0] = CTL_FENCED, m[1] = rd8() % 10;
-      put16(m + 2, (uint16_t)(rd8() | rd8() << 8));
-      put16(m + 4, (uint16_t)(rd8() | rd8() << 8));
-      put16(m + 6, (uint16_t)(rd8() | rd8() << 8));
+      c.type = CTL_FENCED;
+      c.fenced.rail = rd8() % 10;
+      c.fenced.open = rd_mask();
+      c.fenced.fin = rd_mask();
+      c.fenced.posted = rd_mask();
       uint8_t b = rd8();
-      for (int k = 0; k < BRAID_VC_SLOTS; k++) put32(m + 8 + 4 * k, near_seq((uint8_t)(b + k)));
-      len = SZ_FENCED;
-      bad = sender && m[1] >= nrails;
-      what = "a FENCED of a rail that does not exist";
+      for (int k = 0; k < BRAID_VC_SLOTS; k++) c.fenced.seq[k] = near_seq((uint8_t)(b + k));
+      bad = sender && (c.fenced.rail >= nrails || (c.fenced.open | c.fenced.fin | c.fenced.posted) >> 8);
+      what = "a FENCED of a rail that does not exist, or of slots beyond 8";
       break;
     }
     case 3: /* FIN */
-      m[0] = CTL_FIN;
-      put32(m + 4, near_seq(rd8()));
-      len = SZ_FIN;
+      c.type = CTL_FIN;
+      c.fin.seq = near_seq(rd8());
       break;
     case 4: /* AREA */
-      m[0] = CTL_AREA, m[1] = (uint8_t)(rd8() % 2 ? nrails : rd8());
-      put64(m + 8, 0x2000);
-      put64(m + 16, rd32() % 300000);
-      len = SZ_AREA;
+      c.type = CTL_AREA;
+      c.area.nrails = (uint8_t)(rd8() % 2 ? nrails : rd8());
+      c.area.addr = 0x2000;
+      c.area.len = rd32() % 300000;
+      bad = sender && (c.area.nrails < 1 || c.area.nrails > BRAID_VC_MAX_RAILS);
+      what = "an AREA for 0 or more than 8 rails";
       break;
     default: /* MISMATCH */
-      m[0] = CTL_MISMATCH;
-      put32(m + 4, near_seq(rd8()));
-      put64(m + 8, rd32());
-      put64(m + 16, rd32());
-      len = SZ_MISMATCH;
+      c.type = CTL_MISMATCH;
+      c.mismatch.seq = near_seq(rd8());
+      c.mismatch.size = rd32();
+      c.mismatch.cap = rd32();
       break;
   }
+  uint8_t m[BRAID_VCTL_MAX_BYTES];
+  uint32_t len = (uint32_t)braid_vctl_encode(&c, m);
   if (!ctl_shape_ok(m[0], len)) bad = true, what = "a control message meant for the other side";
-  ctl(r, m, len);
+  bool decodes = ctl(r, m, len);
   if (bad) {
     must_fail(what);
-  } else if (!sender && m[0] == CTL_MISMATCH) {
-    must_fail("a MISMATCH");
-    CHECK(braid_vc_usage_error(vc));
+  } else {
+    CHECK(decodes); /* what this side accepts, the wire accepts */
+    if (!sender && m[0] == CTL_MISMATCH) {
+      must_fail("a MISMATCH");
+      CHECK(braid_vc_usage_error(vc));
+    }
   }
 }
 
@@ -256,8 +275,9 @@ static void raw_ctl(int r) {
   uint32_t len = rd8() % 80;
   uint8_t m[BRAID_VERBS_CTRL_MAX] = {0};
   for (uint32_t i = 0; i < len; i++) m[i] = rd8();
-  ctl(r, m, len);
+  bool decodes = ctl(r, m, len);
   if (!ctl_shape_ok(len ? m[0] : 0, len)) must_fail("a control message of the wrong type or length");
+  else if (!decodes) must_fail("a control message the wire rejects");
 }
 
 /* A peer's write with an immediate on the receiver. */
@@ -269,7 +289,7 @@ static void write_imm(int r) {
     len = rd32() % (3 * (uint32_t)chunk);
   } else {
     uint32_t slot = (f >> 1) % BRAID_VC_SLOTS, nch = 1 + rd8() % 6, idx = rd8() % (nch + 1);
-    imm = slot << 28 | (nch - 1) << 14 | idx;
+    imm = braid_vimm_encode(&(struct braid_vimm){.slot = (uint8_t)slot, .nch = nch, .idx = idx});
     len = f & 0x10 ? (uint32_t)chunk : rd32() % (uint32_t)(chunk + 2);
   }
   struct braid_verbs_ev e = {.kind = BRAID_VERBS_EV_WRITE_IMM, .imm = imm, .len = len};
@@ -281,8 +301,16 @@ static void write_imm(int r) {
   /* What r_imm must refuse: a slot with no receive, an index beyond the count, a count that
    * changed, a short chunk before the last, more bytes than the receive holds. */
   uint32_t k = imm >> 28;
-  if (k == 15) return; /* a probe */
   uint32_t nch = ((imm >> 14) & 0x3fff) + 1, idx = imm & 0x3fff;
+  struct braid_vimm w;
+  char err[96] = "";
+  int rc = braid_vimm_decode(imm, &w, err, sizeof err);
+  CHECK(rc == 0 ? braid_vimm_encode(&w) == imm : err[0] != 0);
+  CHECK((rc == 0) == (k == 15 ? !(imm << 4) : k < BRAID_VC_SLOTS && idx < nch));
+  if (k == 15) { /* a probe: only the slot's bits */
+    if (imm << 4) must_fail("a probe immediate with other bits set");
+    return;
+  }
   bool bad = k >= BRAID_VC_SLOTS || !req_live[k] || idx >= nch || (idx + 1 < nch && len != chunk) ||
              (size_t)idx * chunk + len > req_cap[k];
   if (bad) must_fail("a write that fits no receive");
@@ -387,14 +415,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       case 5: op_test(rd8()); break;
       case 6: { /* a CTS for the send just posted (sender), sized from the script */
         if (!sender || next_seq == 0) break;
-        uint8_t m[BRAID_VERBS_CTRL_MAX] = {0};
+        uint8_t m[BRAID_VCTL_MAX_BYTES];
         uint32_t seq = next_seq - 1;
         uint64_t cap = rd32() % 600000;
-        m[0] = CTL_CTS, m[1] = (uint8_t)(seq % BRAID_VC_SLOTS), m[2] = (uint8_t)nrails;
-        put32(m + 4, seq);
-        put64(m + 8, 0x1000);
-        put64(m + 16, cap);
-        ctl(r, m, SZ_CTS);
+        struct braid_vctl c = {.type = CTL_CTS, .cts = {.slot = (uint8_t)(seq % BRAID_VC_SLOTS),
+                                                        .nrails = (uint8_t)nrails, .seq = seq,
+                                                        .addr = 0x1000, .cap = cap}};
+        CHECK(ctl(r, m, (uint32_t)braid_vctl_encode(&c, m)));
         int k = (int)(seq % BRAID_VC_SLOTS);
         int before = mismatch_sent;
         bool fresh = cts_fresh(seq);

@@ -17,8 +17,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 CLANG=${CLANG:-clang}
 OUT=build/fuzz
-TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_ps_frames fuzz_rx fuzz_tx_ack fuzz_verbs_ctl fuzz_collnet_client)
-declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=80 [fuzz_frame]=40 [fuzz_raillist]=296 [fuzz_ps_frames]=4096
+TARGETS=(fuzz_handle fuzz_hello fuzz_frame fuzz_raillist fuzz_transport_wire fuzz_ps_frames fuzz_rx fuzz_tx_ack fuzz_verbs_ctl
+         fuzz_collnet_client)
+declare -A MAX_LEN=([fuzz_handle]=128 [fuzz_hello]=80 [fuzz_frame]=40 [fuzz_raillist]=296 [fuzz_transport_wire]=300 [fuzz_ps_frames]=4096
                     [fuzz_rx]=4096 [fuzz_tx_ack]=4096 [fuzz_verbs_ctl]=2048
                     [fuzz_collnet_client]=2048) # decoder input sizes; a command script for the state machines
 if [ -n "${FUZZ_TARGETS:-}" ]; then read -ra TARGETS <<<"$FUZZ_TARGETS"; fi
@@ -36,7 +37,7 @@ for t in "${TARGETS[@]}"; do
   # the data path's state machines over the socket stream transport, compiled in with stand-ins
   # for the rest (test/fuzz/net_stubs.c)
   [ "$t" = fuzz_rx ] || [ "$t" = fuzz_tx_ack ] && srcs=(test/fuzz/net_stubs.c "${DATA_PATH[@]}") libs=(-lm)
-  [ "$t" = fuzz_verbs_ctl ] && srcs=(test/fuzz/net_stubs.c net_plugin/transport/verbs/verbs_conn.c net_plugin/stripe/sched.c) libs=(-lm) # fake endpoint in the target
+  [ "$t" = fuzz_verbs_ctl ] && srcs=(test/fuzz/net_stubs.c net_plugin/transport/verbs/verbs_conn.c net_plugin/stripe/sched.c "${WIRE[@]}") libs=(-lm) # fake endpoint in the target
   [ "$t" = fuzz_collnet_client ] && srcs=(test/fuzz/net_stubs.c net_plugin/collnet/collnet_op.c ps_offload/assign.c ps_offload/proto.c
     ps_offload/reduce.c ps_offload/reduce_x86.c ps_offload/auth.c common/dynlib.c common/sodium_lib.c) libs=(-lm -ldl -lpthread)
   # the harnesses that move the clock themselves (fuzz_now_ns) stand in for braid_now_ns (common/clock.h)

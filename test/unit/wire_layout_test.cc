@@ -1,6 +1,8 @@
 // The exact bytes of every wire record (net_plugin/wire/): one golden byte string per record,
 // written from the layout each header documents, so an accidental change of what goes on the wire
-// fails here.  Round trips and rejections of the older records are in wire_test.cc.
+// fails here.  The verbs records (wire/verbs.h) were C structs sent as they lay in memory before:
+// their golden bytes are what an x86-64 build sent then.  Round trips and rejections of the
+// verbs records are here too; those of the stream records are in wire_test.cc.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +13,8 @@
 #include <vector>
 
 extern "C" {
+#include "wire/ofi.h"
+#include "wire/verbs.h"
 #include "wire/wire.h"
 }
 
@@ -177,6 +181,438 @@ TEST(WireLayout, Frame) {
   ExpectBytes(Bytes("adb7 02 00 00000000 0700000000000000 0500000000000000 0000000000000000 "
                     "00000000 61e0ee7b"),
               buf, sizeof buf);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// wire/verbs.h: control messages
+
+std::vector<uint8_t> Encode(const braid_vctl &m) {
+  uint8_t buf[BRAID_VCTL_MAX_BYTES + 8];
+  memset(buf, 0xa5, sizeof buf);
+  size_t n = braid_vctl_encode(&m, buf);
+  for (size_t i = n; i < sizeof buf; i++) EXPECT_EQ(0xa5, buf[i]) << "encode wrote past its length";
+  return std::vector<uint8_t>(buf, buf + n);
+}
+
+// Decodes bytes, expecting success, and checks that they re-encode to exactly the same bytes.
+braid_vctl Decode(const std::vector<uint8_t> &b) {
+  braid_vctl m;
+  char err[160] = "";
+  EXPECT_EQ(0, braid_vctl_decode(b.data(), b.size(), &m, err, sizeof err)) << err;
+  EXPECT_EQ(b, Encode(m)) << "the decoder ignored a byte";
+  return m;
+}
+
+std::string DecodeError(const std::vector<uint8_t> &b) {
+  braid_vctl m;
+  char err[160] = "";
+  EXPECT_EQ(-1, braid_vctl_decode(b.data(), b.size(), &m, err, sizeof err));
+  EXPECT_NE('\0', err[0]) << "rejected without a reason";
+  return err;
+}
+
+braid_vctl Cts() {
+  braid_vctl m;
+  memset(&m, 0, sizeof m);
+  m.type = BRAID_VCTL_CTS;
+  m.cts.slot = 5;
+  m.cts.nrails = 2;
+  m.cts.seq = 0x0a0b0c0d;  // % 8 == 5
+  m.cts.addr = 0x1122334455667788ull;
+  m.cts.cap = 0x100000;
+  m.cts.rkey[0] = 0xdeadbeef;
+  m.cts.rkey[1] = 0x01020304;
+  return m;
+}
+
+braid_vctl Area() {
+  braid_vctl m;
+  memset(&m, 0, sizeof m);
+  m.type = BRAID_VCTL_AREA;
+  m.area.nrails = 3;
+  m.area.addr = 0x7f0000001000ull;
+  m.area.len = 0x10000;
+  for (int r = 0; r < 3; r++) m.area.rkey[r] = (uint32_t)(r + 1);
+  return m;
+}
+
+braid_vctl Fenced() {
+  braid_vctl m;
+  memset(&m, 0, sizeof m);
+  m.type = BRAID_VCTL_FENCED;
+  m.fenced.rail = 1;
+  m.fenced.open = 0x05;
+  m.fenced.fin = 0x01;
+  m.fenced.posted = 0xff;
+  for (int k = 0; k < BRAID_VWIRE_SLOTS; k++) m.fenced.seq[k] = (uint32_t)(0x100 + k);
+  return m;
+}
+
+TEST(WireLayout, VerbsControlMessages) {
+  EXPECT_EQ(Bytes(("01 05 02 00 0d0c0b0a 8877665544332211 0000100000000000 efbeadde 04030201" +
+                   Zeros(24)).c_str()),
+            Encode(Cts()));
+
+  braid_vctl m;
+  memset(&m, 0, sizeof m);
+  m.type = BRAID_VCTL_FENCE;
+  m.fence.rail = 3;
+  EXPECT_EQ(Bytes("02 03"), Encode(m));
+
+  EXPECT_EQ(Bytes("03 01 0500 0100 ff00 00010000 01010000 02010000 03010000 04010000 05010000 "
+                  "06010000 07010000"),
+            Encode(Fenced()));
+
+  memset(&m, 0, sizeof m);
+  m.type = BRAID_VCTL_FIN;
+  m.fin.seq = 0x12345678;
+  EXPECT_EQ(Bytes("04 000000 78563412"), Encode(m));
+
+  EXPECT_EQ(Bytes(("05 03 000000000000 00100000007f0000 0000010000000000 01000000 02000000 03000000" +
+                   Zeros(20)).c_str()),
+            Encode(Area()));
+
+  memset(&m, 0, sizeof m);
+  m.type = BRAID_VCTL_MISMATCH;
+  m.mismatch.seq = 9;
+  m.mismatch.size = 0x200000;
+  m.mismatch.cap = 0x1000;
+  EXPECT_EQ(Bytes("06 000000 09000000 0000200000000000 0010000000000000"), Encode(m));
+
+  memset(&m, 0, sizeof m);
+  m.type = 7;
+  EXPECT_TRUE(Encode(m).empty()) << "an unknown type encodes to nothing";
+}
+
+TEST(WireVerbs, ControlMessagesRoundTrip) {
+  const braid_vctl cts = Cts(), area = Area(), fenced = Fenced();
+  braid_vctl m = Decode(Encode(cts));
+  EXPECT_EQ(BRAID_VCTL_CTS, m.type);
+  EXPECT_EQ(5, m.cts.slot);
+  EXPECT_EQ(2, m.cts.nrails);
+  EXPECT_EQ(0x0a0b0c0du, m.cts.seq);
+  EXPECT_EQ(0x1122334455667788ull, m.cts.addr);
+  EXPECT_EQ(0x100000u, m.cts.cap);
+  EXPECT_EQ(0xdeadbeefu, m.cts.rkey[0]);
+  EXPECT_EQ(0x01020304u, m.cts.rkey[1]);
+
+  m = Decode(Encode(area));
+  EXPECT_EQ(3, m.area.nrails);
+  EXPECT_EQ(0x7f0000001000ull, m.area.addr);
+  EXPECT_EQ(0x10000u, m.area.len);
+  EXPECT_EQ(3u, m.area.rkey[2]);
+
+  m = Decode(Encode(fenced));
+  EXPECT_EQ(1, m.fenced.rail);
+  EXPECT_EQ(0x05, m.fenced.open);
+  EXPECT_EQ(0x01, m.fenced.fin);
+  EXPECT_EQ(0xff, m.fenced.posted);
+  EXPECT_EQ(0x107u, m.fenced.seq[7]);
+
+  // Every rail count and slot, and extreme values.
+  for (int nr = 1; nr <= BRAID_VWIRE_RAILS; nr++) {
+    for (uint32_t seq : {0u, 7u, 8u, 0x7fffffffu, 0xffffffffu}) {
+      braid_vctl c;
+      memset(&c, 0, sizeof c);
+      c.type = BRAID_VCTL_CTS;
+      c.cts.nrails = (uint8_t)nr;
+      c.cts.seq = seq;
+      c.cts.slot = (uint8_t)(seq % BRAID_VWIRE_SLOTS);
+      c.cts.addr = ~0ull;
+      c.cts.cap = ~0ull;
+      for (int r = 0; r < nr; r++) c.cts.rkey[r] = ~0u - (uint32_t)r;
+      m = Decode(Encode(c));
+      EXPECT_EQ(0, memcmp(&m.cts.rkey, &c.cts.rkey, sizeof c.cts.rkey));
+      EXPECT_EQ(seq, m.cts.seq);
+    }
+  }
+  for (uint8_t rail = 0; rail < BRAID_VWIRE_RAILS; rail++) {
+    braid_vctl f;
+    memset(&f, 0, sizeof f);
+    f.type = BRAID_VCTL_FENCE;
+    f.fence.rail = rail;
+    EXPECT_EQ(rail, Decode(Encode(f)).fence.rail);
+  }
+  braid_vctl mm;
+  memset(&mm, 0, sizeof mm);
+  mm.type = BRAID_VCTL_MISMATCH;
+  mm.mismatch.seq = ~0u;
+  mm.mismatch.size = 1ull << 40;
+  mm.mismatch.cap = 1;
+  m = Decode(Encode(mm));
+  EXPECT_EQ(~0u, m.mismatch.seq);
+  EXPECT_EQ(1ull << 40, m.mismatch.size);
+  EXPECT_EQ(1u, m.mismatch.cap);
+}
+
+TEST(WireVerbs, ControlMessagesRejected) {
+  EXPECT_NE(std::string::npos, DecodeError({}).find("empty"));
+  EXPECT_NE(std::string::npos, DecodeError({0}).find("unknown type 0"));
+  EXPECT_NE(std::string::npos, DecodeError({7, 0}).find("unknown type 7"));
+
+  // Each type has exactly one length.
+  std::vector<uint8_t> b = Encode(Cts());
+  b.push_back(0);
+  EXPECT_NE(std::string::npos, DecodeError(b).find("CTS of 57 bytes"));
+  b.resize(BRAID_VCTL_FENCE_BYTES);
+  EXPECT_NE(std::string::npos, DecodeError(b).find("CTS of 2 bytes"));
+  EXPECT_NE(std::string::npos, DecodeError({2, 0, 0}).find("FENCE of 3 bytes"));
+  EXPECT_NE(std::string::npos, DecodeError({4, 0, 0, 0}).find("FIN of 4 bytes"));
+
+  // CTS: a reserved byte, a rail count out of range, a key past the rail count, a slot that is
+  // not the sequence number's.
+  b = Encode(Cts());
+  b[3] = 1;
+  EXPECT_NE(std::string::npos, DecodeError(b).find("reserved"));
+  for (uint8_t nr : {0, 9, 255}) {
+    b = Encode(Cts());
+    b[2] = nr;
+    EXPECT_NE(std::string::npos, DecodeError(b).find("rails (1 to 8)")) << (int)nr;
+  }
+  b = Encode(Cts());
+  b[24 + 4 * 2] = 1;  // rkey[2] of a 2-rail CTS
+  EXPECT_NE(std::string::npos, DecodeError(b).find("key for rail 2"));
+  b = Encode(Cts());
+  b[1] = 4;
+  EXPECT_NE(std::string::npos, DecodeError(b).find("slot 4"));
+
+  // FENCE / FENCED: a rail index beyond the wire's; FENCED: a slot bit beyond 8.
+  EXPECT_NE(std::string::npos, DecodeError({2, 8}).find("FENCE of rail 8"));
+  b = Encode(Fenced());
+  b[1] = 200;
+  EXPECT_NE(std::string::npos, DecodeError(b).find("FENCED of rail 200"));
+  for (int off : {3, 5, 7}) {  // the high byte of open, fin, posted
+    b = Encode(Fenced());
+    b[off] = 0x01;
+    EXPECT_NE(std::string::npos, DecodeError(b).find("slots beyond 7")) << off;
+  }
+
+  // FIN, MISMATCH, AREA: reserved bytes; AREA: rail counts and keys as CTS.
+  for (int off = 1; off < 4; off++) {
+    std::vector<uint8_t> fin = {4, 0, 0, 0, 0, 0, 0, 0};
+    fin[off] = 0x10;
+    EXPECT_NE(std::string::npos, DecodeError(fin).find("reserved")) << off;
+  }
+  braid_vctl mm;
+  memset(&mm, 0, sizeof mm);
+  mm.type = BRAID_VCTL_MISMATCH;
+  b = Encode(mm);
+  b[2] = 0x80;
+  EXPECT_NE(std::string::npos, DecodeError(b).find("reserved"));
+  for (int off = 2; off < 8; off++) {
+    b = Encode(Area());
+    b[off] = 1;
+    EXPECT_NE(std::string::npos, DecodeError(b).find("reserved")) << off;
+  }
+  b = Encode(Area());
+  b[1] = 0;
+  EXPECT_NE(std::string::npos, DecodeError(b).find("AREA for 0 rails"));
+  b = Encode(Area());
+  b[24 + 4 * 7] = 1;
+  EXPECT_NE(std::string::npos, DecodeError(b).find("key for rail 7"));
+}
+
+TEST(WireVerbs, ControlMessageNames) {
+  EXPECT_STREQ("CTS", braid_vctl_name(BRAID_VCTL_CTS));
+  EXPECT_STREQ("MISMATCH", braid_vctl_name(BRAID_VCTL_MISMATCH));
+  EXPECT_STREQ("unknown", braid_vctl_name(0));
+  EXPECT_STREQ("unknown", braid_vctl_name(7));
+}
+
+// ---------------------------------------------------------------------------------------------
+// wire/verbs.h: the immediate
+
+TEST(WireLayout, VerbsImmediate) {
+  braid_vimm w = {false, 3, 5, 2};
+  EXPECT_EQ(0x30010002u, braid_vimm_encode(&w));
+  w = {false, 7, BRAID_VWIRE_MAX_CHUNKS, BRAID_VWIRE_MAX_CHUNKS - 1};
+  EXPECT_EQ(0x7fffffffu, braid_vimm_encode(&w));
+  w = {false, 0, 1, 0};
+  EXPECT_EQ(0u, braid_vimm_encode(&w));
+  w = {true, 0, 0, 0};
+  EXPECT_EQ(0xf0000000u, braid_vimm_encode(&w));
+}
+
+TEST(WireVerbs, ImmediateRoundTripAndRejects) {
+  char err[96];
+  braid_vimm w;
+  for (uint8_t slot = 0; slot < BRAID_VWIRE_SLOTS; slot++) {
+    for (uint32_t nch : {1u, 2u, 100u, (uint32_t)BRAID_VWIRE_MAX_CHUNKS}) {
+      for (uint32_t idx : {0u, nch / 2, nch - 1}) {
+        braid_vimm in = {false, slot, nch, idx};
+        uint32_t imm = braid_vimm_encode(&in);
+        ASSERT_EQ(0, braid_vimm_decode(imm, &w, err, sizeof err)) << err;
+        EXPECT_FALSE(w.probe);
+        EXPECT_EQ(slot, w.slot);
+        EXPECT_EQ(nch, w.nch);
+        EXPECT_EQ(idx, w.idx);
+      }
+    }
+  }
+  ASSERT_EQ(0, braid_vimm_decode(0xf0000000u, &w, err, sizeof err));
+  EXPECT_TRUE(w.probe);
+
+  err[0] = 0;
+  EXPECT_EQ(-1, braid_vimm_decode(0xf0000001u, &w, err, sizeof err));
+  EXPECT_NE(nullptr, strstr(err, "probe"));
+  EXPECT_EQ(-1, braid_vimm_decode(0x80000000u, &w, err, sizeof err));  // slot 8
+  EXPECT_NE(nullptr, strstr(err, "slot 8"));
+  EXPECT_EQ(-1, braid_vimm_decode(0xe0000000u, &w, err, sizeof err));  // slot 14
+  EXPECT_EQ(0, braid_vimm_decode(0x10004001u, &w, err, sizeof err));   // slot 1, chunk 1 of 2
+  EXPECT_EQ(-1, braid_vimm_decode(0x10004002u, &w, err, sizeof err));  // chunk 2 of 2
+  EXPECT_NE(nullptr, strstr(err, "chunk 2 of 2"));
+  EXPECT_EQ(-1, braid_vimm_decode(0x00003fffu, &w, err, sizeof err));  // chunk 16383 of 1
+}
+
+// ---------------------------------------------------------------------------------------------
+// wire/verbs.h: the link message
+
+std::vector<braid_verbs_ep_addr> Addrs(int n) {
+  std::vector<braid_verbs_ep_addr> a((size_t)n);
+  for (int r = 0; r < n; r++) {
+    memset(&a[r], 0, sizeof a[r]);
+    a[r].qpn = 0x123u + (uint32_t)r;
+    a[r].psn = r ? 0x123456u : 0xabcdefu;
+    a[r].lid = (uint16_t)(r ? 7 : 0);
+    a[r].link = r ? BRAID_VADDR_LINK_IB : BRAID_VADDR_LINK_ETH;
+    a[r].mtu = (uint8_t)(r ? 5 : 3);
+    for (int i = 0; i < 16; i++) a[r].gid[i] = (uint8_t)(0xa0 + 16 * r + i);
+  }
+  return a;
+}
+
+std::vector<uint8_t> EncodeLink(const std::vector<braid_verbs_ep_addr> &a) {
+  uint8_t buf[BRAID_VLINK_MAX_BYTES + 8];
+  memset(buf, 0xa5, sizeof buf);
+  size_t n = braid_vlink_encode(a.data(), (int)a.size(), buf);
+  EXPECT_EQ((size_t)BRAID_VLINK_BYTES(a.size()), n);
+  for (size_t i = n; i < sizeof buf; i++) EXPECT_EQ(0xa5, buf[i]) << "encode wrote past its length";
+  return std::vector<uint8_t>(buf, buf + n);
+}
+
+std::string LinkError(const std::vector<uint8_t> &b) {
+  braid_verbs_ep_addr out[BRAID_VWIRE_RAILS];
+  char err[160] = "";
+  EXPECT_EQ(-1, braid_vlink_decode(b.data(), b.size(), out, err, sizeof err));
+  EXPECT_NE('\0', err[0]) << "rejected without a reason";
+  return err;
+}
+
+TEST(WireLayout, VerbsLinkMessage) {
+  std::string want = "42525641 02000000 "
+                     "23010000 efcdab00 0000 02 03" + Seq(0xa0, 16) +
+                     "24010000 56341200 0700 01 05" + Seq(0xb0, 16);
+  EXPECT_EQ(Bytes(want.c_str()), EncodeLink(Addrs(2)));
+}
+
+TEST(WireVerbs, LinkMessageRoundTripAndRejects) {
+  for (int n = 1; n <= BRAID_VWIRE_RAILS; n++) {
+    std::vector<braid_verbs_ep_addr> a = Addrs(n);
+    std::vector<uint8_t> b = EncodeLink(a);
+    char err[160] = "";
+    EXPECT_EQ(n, braid_vlink_rails(b.data(), err, sizeof err)) << err;
+    braid_verbs_ep_addr out[BRAID_VWIRE_RAILS];
+    ASSERT_EQ(n, braid_vlink_decode(b.data(), b.size(), out, err, sizeof err)) << err;
+    for (int r = 0; r < n; r++) {
+      EXPECT_EQ(a[r].qpn, out[r].qpn);
+      EXPECT_EQ(a[r].psn, out[r].psn);
+      EXPECT_EQ(a[r].lid, out[r].lid);
+      EXPECT_EQ(a[r].link, out[r].link);
+      EXPECT_EQ(a[r].mtu, out[r].mtu);
+      EXPECT_EQ(0, memcmp(a[r].gid, out[r].gid, 16));
+    }
+  }
+  std::vector<uint8_t> good = EncodeLink(Addrs(2)), b;
+  b = good;
+  b[0] ^= 1;
+  EXPECT_NE(std::string::npos, LinkError(b).find("magic"));
+  for (uint8_t n : {0, 9}) {
+    b = good;
+    b[4] = n;
+    EXPECT_NE(std::string::npos, LinkError(b).find("rails (1 to 8)")) << (int)n;
+  }
+  b = good;
+  b.pop_back();
+  EXPECT_NE(std::string::npos, LinkError(b).find("bytes for 2 rails"));
+  b = good;
+  b.push_back(0);
+  EXPECT_NE(std::string::npos, LinkError(b).find("bytes for 2 rails"));
+  b.assign(good.begin(), good.begin() + 7);
+  EXPECT_NE(std::string::npos, LinkError(b).find("7 bytes"));
+  const int rec1 = BRAID_VLINK_BYTES(1);
+  b = good;
+  b[rec1 + 10] = 3;  // link
+  EXPECT_NE(std::string::npos, LinkError(b).find("rail 1: unknown link layer 3"));
+  for (uint8_t mtu : {0, 6}) {
+    b = good;
+    b[rec1 + 11] = mtu;
+    EXPECT_NE(std::string::npos, LinkError(b).find("unknown MTU code")) << (int)mtu;
+  }
+  b = good;
+  b[rec1 + 3] = 1;  // qpn bit 24
+  EXPECT_NE(std::string::npos, LinkError(b).find("24 bits"));
+  b = good;
+  b[rec1 + 7] = 0x80;  // psn bit 31
+  EXPECT_NE(std::string::npos, LinkError(b).find("24 bits"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// wire/ofi.h: the endpoint-address message
+
+TEST(WireLayout, OfiEndpointAddress) {
+  const uint8_t name[5] = {0x02, 0x00, 0x1f, 0x90, 0x7f};
+  uint8_t buf[BRAID_OFI_NAME_MSG_MAX + 4];
+  memset(buf, 0xa5, sizeof buf);
+  size_t n = braid_ofi_name_encode(name, sizeof name, buf);
+  ExpectBytes(Bytes("0500 02001f907f"), buf, n);
+  EXPECT_EQ(0xa5, buf[n]);
+
+  std::vector<uint8_t> big(BRAID_OFI_NAME_MAX);
+  for (size_t i = 0; i < big.size(); i++) big[i] = (uint8_t)i;
+  n = braid_ofi_name_encode(big.data(), big.size(), buf);
+  ASSERT_EQ((size_t)BRAID_OFI_NAME_MSG_MAX, n);
+  EXPECT_EQ(0x00, buf[0]);
+  EXPECT_EQ(0x01, buf[1]);  // 256, little-endian
+  EXPECT_EQ(0, memcmp(buf + 2, big.data(), big.size()));
+}
+
+TEST(WireOfi, EndpointAddressRoundTripAndRejects) {
+  uint8_t buf[BRAID_OFI_NAME_MSG_MAX + 4];
+  char err[160];
+  for (size_t len : {(size_t)1, (size_t)16, (size_t)BRAID_OFI_NAME_MAX}) {
+    std::vector<uint8_t> name(len);
+    for (size_t i = 0; i < len; i++) name[i] = (uint8_t)(0xc3 ^ i);
+    size_t n = braid_ofi_name_encode(name.data(), len, buf);
+    ASSERT_EQ(len + BRAID_OFI_NAME_HDR_BYTES, n);
+    err[0] = 0;
+    EXPECT_EQ((int)n, braid_ofi_name_len(buf, err, sizeof err)) << err;
+    const uint8_t *got = nullptr;
+    ASSERT_EQ((int)len, braid_ofi_name_decode(buf, n, &got, err, sizeof err)) << err;
+    EXPECT_EQ(buf + BRAID_OFI_NAME_HDR_BYTES, got);
+    EXPECT_EQ(0, memcmp(got, name.data(), len));
+    // A message cut short or with bytes beyond its address.
+    err[0] = 0;
+    EXPECT_EQ(-1, braid_ofi_name_decode(buf, n - 1, &got, err, sizeof err));
+    EXPECT_NE(nullptr, strstr(err, "endpoint-address message of"));
+    EXPECT_EQ(-1, braid_ofi_name_decode(buf, n + 1, &got, err, sizeof err));
+  }
+  // Nothing to encode: an empty address, one too long.
+  EXPECT_EQ(0u, braid_ofi_name_encode(buf, 0, buf + 8));
+  std::vector<uint8_t> big(BRAID_OFI_NAME_MAX + 1);
+  EXPECT_EQ(0u, braid_ofi_name_encode(big.data(), big.size(), buf));
+
+  const uint8_t empty[2] = {0, 0}, huge[2] = {0x01, 0x01} /* 257 */, max16[2] = {0xff, 0xff};
+  err[0] = 0;
+  EXPECT_EQ(-1, braid_ofi_name_len(empty, err, sizeof err));
+  EXPECT_STREQ("an empty endpoint address", err);
+  EXPECT_EQ(-1, braid_ofi_name_len(huge, err, sizeof err));
+  EXPECT_STREQ("an endpoint address of 257 bytes (at most 256)", err);
+  EXPECT_EQ(-1, braid_ofi_name_len(max16, err, sizeof err));
+  const uint8_t *got;
+  EXPECT_EQ(-1, braid_ofi_name_decode(empty, 1, &got, err, sizeof err));
+  EXPECT_EQ(-1, braid_ofi_name_decode(empty, 2, &got, err, sizeof err));
+  EXPECT_STREQ("an empty endpoint address", err);
 }
 
 }  // namespace

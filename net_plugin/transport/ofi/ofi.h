@@ -25,7 +25,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define BRAID_OFI_NAME_MAX 256
+#include "wire/ofi.h" /* BRAID_OFI_NAME_MAX: the endpoint address's wire format */
+
 #define BRAID_OFI_HDR_BYTES 40
 
 struct braid_ofi_ep;

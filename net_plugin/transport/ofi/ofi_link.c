@@ -11,6 +11,7 @@
 #include "log.h"
 #include "transport/socket/sock.h"
 #include "transport/ofi/ofi_stream.h"
+#include "wire/ofi.h"
 
 #define LINK_CHECK_NS 10000000ull /* how often a linked stream's socket is checked */
 
@@ -28,17 +29,16 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
                  s->rail_name ? s->rail_name : "-", err);
       return ncclSystemError;
     }
-    uint8_t buf[2 + BRAID_OFI_NAME_MAX];
-    size_t n = braid_ofi_ep_name(st->ep, buf + 2, BRAID_OFI_NAME_MAX);
+    uint8_t name[BRAID_OFI_NAME_MAX], buf[BRAID_OFI_NAME_MSG_MAX];
+    size_t n = braid_ofi_name_encode(name, braid_ofi_ep_name(st->ep, name, sizeof name), buf);
     if (!n) {
       BRAID_WARN("connection with %s: stream %d: the endpoint has no address of at most %d bytes",
                  c->peer, i, BRAID_OFI_NAME_MAX);
       return ncclSystemError;
     }
-    buf[0] = (uint8_t)(n & 0xff), buf[1] = (uint8_t)(n >> 8);
     /* A stream the peer already gave up on (it started without it) is dead for this connection:
      * there is no rejoin over ofi; the other streams carry. */
-    if (braid_link_begin(&st->link, s->fd, buf, n + 2, now)) {
+    if (braid_link_begin(&st->link, s->fd, buf, n, now)) {
       BRAID_WARN("connection with %s: stream %d (rail %d): sending the endpoint address failed: "
                  "%s%s", c->peer, i, s->rail, strerror(errno),
                  c->nstreams > 1 ? "; the connection goes on without it" : "");
@@ -52,15 +52,13 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
   return alive ? ncclSuccess : ncclRemoteError;
 }
 
-/* The address message's length (length(2), bytes), from its length field. */
+/* The address message's length (wire/ofi.h), from its header. */
 static ssize_t link_need(const uint8_t *msg, size_t got, const void *arg, char *why, size_t whylen) {
   (void)got, (void)arg;
-  size_t len = msg[0] | (size_t)msg[1] << 8;
-  if (len == 0) return snprintf(why, whylen, "the peer announced an empty endpoint address"), -1;
-  if (len > BRAID_OFI_NAME_MAX)
-    return snprintf(why, whylen, "the peer announced an endpoint address of %zu bytes (at most %d)", len,
-                    BRAID_OFI_NAME_MAX), -1;
-  return (ssize_t)(2 + len);
+  char err[128];
+  int len = braid_ofi_name_len(msg, err, sizeof err);
+  if (len < 0) return snprintf(why, whylen, "the peer announced %s", err), -1;
+  return len;
 }
 
 int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
@@ -68,11 +66,14 @@ int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t 
   struct braid_ofi_stream *st = s->tp;
   if (!st->ep) return snprintf(why, whylen, "the stream has no endpoint"), -1;
   bool was = st->link.linked;
-  int rc = braid_link_poll(&st->link, s->fd, now, c->timeout_ns, LINK_CHECK_NS, 2, link_need, NULL,
-                           "endpoint address", why, whylen);
+  int rc = braid_link_poll(&st->link, s->fd, now, c->timeout_ns, LINK_CHECK_NS, BRAID_OFI_NAME_HDR_BYTES,
+                           link_need, NULL, "endpoint address", why, whylen);
   if (rc != 1 || was) return rc;
-  size_t len = st->link.msg[0] | (size_t)st->link.msg[1] << 8;
-  if (braid_ofi_ep_connect(st->ep, st->link.msg + 2, len, why, whylen)) return -1;
+  const uint8_t *name;
+  char err[128];
+  int len = braid_ofi_name_decode(st->link.msg, st->link.got, &name, err, sizeof err);
+  if (len < 0) return snprintf(why, whylen, "the peer announced %s", err), -1;
+  if (braid_ofi_ep_connect(st->ep, name, (size_t)len, why, whylen)) return -1;
   braid_link_up(&st->link, now);
   return 1;
 }

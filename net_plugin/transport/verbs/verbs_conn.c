@@ -10,49 +10,23 @@
 #include "clock.h"
 #include "log.h"
 #include "stripe/sched.h"
+#include "wire/verbs.h"
 
-enum { CTL_CTS = 1, CTL_FENCE, CTL_FENCED, CTL_FIN, CTL_AREA, CTL_MISMATCH };
 enum { CH_UNSENT, CH_INFLIGHT, CH_ACKED };
 
 #define CTLQ 64                 /* control messages queued or in flight */
 #define COOKIE_CTL (1ull << 63)   /* else a write: seq << 20 | chunk */
 #define COOKIE_PROBE (1ull << 62) /* a probe write into the scratch area */
-#define PROBE_SLOT 15             /* the immediate's slot of a probe */
 #define TICK_NS 1000000ull
 #define EVENT_CHECK_NS 10000000ull /* device events read every 10 ms */
 #define DRAIN_WAIT_NS 1000000000ull
 
-struct ctl_cts {
-  uint8_t type, slot, nrails, pad;
-  uint32_t seq;
-  uint64_t addr, cap;
-  uint32_t rkey[BRAID_VC_MAX_RAILS];
-};
-struct ctl_fence {
-  uint8_t type, rail;
-};
-struct ctl_fenced {
-  uint8_t type, rail;
-  uint16_t open, fin, posted; /* bit per slot: still open; completes on FIN only; ever posted */
-  uint32_t seq[BRAID_VC_SLOTS];
-};
-struct ctl_fin {
-  uint8_t type, pad[3];
-  uint32_t seq;
-};
-struct ctl_mismatch { /* sender -> receiver: the send does not fit; both sides fail */
-  uint8_t type, pad[3];
-  uint32_t seq;
-  uint64_t size, cap;
-};
-struct ctl_area { /* the receiver's scratch area for probes */
-  uint8_t type, nrails, pad[6];
-  uint64_t addr, len;
-  uint32_t rkey[BRAID_VC_MAX_RAILS];
-};
-
-_Static_assert(sizeof(struct ctl_cts) <= 64 && sizeof(struct ctl_fenced) <= 64 && sizeof(struct ctl_mismatch) <= 64 &&
-               sizeof(struct ctl_area) <= 64 && 64 <= BRAID_VERBS_CTRL_MAX, "control message sizes");
+/* Control messages (CTS, FENCE, FENCED, FIN, AREA, MISMATCH) and the writes' immediates are
+ * encoded and checked by wire/verbs.h, whose records hold this many rails, slots and chunks. */
+_Static_assert(BRAID_VC_MAX_RAILS == BRAID_VWIRE_RAILS && BRAID_VC_SLOTS == BRAID_VWIRE_SLOTS &&
+                   BRAID_VC_MAX_CHUNKS <= BRAID_VWIRE_MAX_CHUNKS &&
+                   BRAID_VCTL_MAX_BYTES <= BRAID_VERBS_CTRL_MAX,
+               "the connection fits its wire records");
 
 struct chunk {
   uint8_t state;
@@ -83,13 +57,13 @@ struct ctlmsg {
   bool used, posted;
   int rail; /* where it was posted */
   uint32_t len;
-  uint8_t data[64]; /* the largest control message (static_assert below) */
+  uint8_t data[BRAID_VCTL_MAX_BYTES]; /* encoded */
 };
 
 struct cts_entry {
   bool valid; /* not yet bound to a send */
   bool seen;  /* m is the newest CTS for the slot */
-  struct ctl_cts m;
+  struct braid_vctl_cts m;
 };
 
 struct braid_vc {
@@ -104,7 +78,7 @@ struct braid_vc {
   bool down[BRAID_VC_MAX_RAILS];
   bool fence_wait[BRAID_VC_MAX_RAILS]; /* sender: FENCED came, applied once the rail drains;
                                           receiver: FENCED to send once the rail drains */
-  struct ctl_fenced fenced[BRAID_VC_MAX_RAILS];
+  struct braid_vctl_fenced fenced[BRAID_VC_MAX_RAILS];
   uint64_t fence_since[BRAID_VC_MAX_RAILS];
   uint64_t rail_bytes[BRAID_VC_MAX_RAILS];
   struct braid_sched sched;
@@ -112,7 +86,7 @@ struct braid_vc {
   struct ctlmsg ctl[CTLQ];
   /* probes: the receiver's scratch area (receiver: its own, registered) */
   bool area_valid;
-  struct ctl_area area;
+  struct braid_vctl_area area;
   void *scratch;
   struct braid_vc_mem *scratch_mem;
   size_t probe_len[BRAID_VC_MAX_RAILS];
@@ -142,11 +116,11 @@ __attribute__((format(printf, 2, 3))) static int vc_fail(struct braid_vc *vc, co
 
 /* ---------- control messages: queued, posted on a live rail, re-posted if that rail fails ---------- */
 
-static int ctl_queue(struct braid_vc *vc, const void *msg, size_t len) {
+static int ctl_queue(struct braid_vc *vc, const struct braid_vctl *msg) {
   for (int i = 0; i < CTLQ; i++) {
     if (vc->ctl[i].used) continue;
-    vc->ctl[i] = (struct ctlmsg){.used = true, .rail = -1, .len = (uint32_t)len};
-    memcpy(vc->ctl[i].data, msg, len);
+    vc->ctl[i] = (struct ctlmsg){.used = true, .rail = -1};
+    vc->ctl[i].len = (uint32_t)braid_vctl_encode(msg, vc->ctl[i].data);
     return 0;
   }
   return vc_fail(vc, "more than %d control messages waiting for a live rail", CTLQ);
@@ -178,8 +152,7 @@ static void fail_rail(struct braid_vc *vc, int r, const char *why) {
   braid_verbs_ep_fence(vc->ep[r]);
   braid_sched_failed(&vc->sched, r, braid_now_ns());
   if (vc->sender) {
-    struct ctl_fence f = {.type = CTL_FENCE, .rail = (uint8_t)r};
-    ctl_queue(vc, &f, sizeof f);
+    ctl_queue(vc, &(struct braid_vctl){.type = BRAID_VCTL_FENCE, .fence.rail = (uint8_t)r});
   } else {
     vc->fence_wait[r] = true; /* FENCED, unasked, once drained */
     vc->fence_since[r] = braid_now_ns();
@@ -197,7 +170,7 @@ static bool r_open(const struct rreq *q) {
 
 /* Rail r is fenced and drained: receives open now need the sender's FIN; tell the sender. */
 static void r_send_fenced(struct braid_vc *vc, int r) {
-  struct ctl_fenced f = {.type = CTL_FENCED, .rail = (uint8_t)r, .posted = vc->r_posted};
+  struct braid_vctl_fenced f = {.rail = (uint8_t)r, .posted = vc->r_posted};
   for (int k = 0; k < BRAID_VC_SLOTS; k++) {
     struct rreq *q = &vc->r[k];
     /* Only a receive rail r may have written into: one with no chunk yet never saw it (every
@@ -208,15 +181,21 @@ static void r_send_fenced(struct braid_vc *vc, int r) {
     if (q->needs_fin) f.fin |= (uint16_t)(1u << k);
   }
   for (int k = 0; k < BRAID_VC_SLOTS; k++) f.seq[k] = vc->r[k].seq;
-  ctl_queue(vc, &f, sizeof f);
+  ctl_queue(vc, &(struct braid_vctl){.type = BRAID_VCTL_FENCED, .fenced = f});
 }
 
 static void r_imm(struct braid_vc *vc, uint32_t imm, uint32_t len) {
-  int k = (int)(imm >> 28);
-  if (k == PROBE_SLOT) return; /* a probe, in the scratch area */
-  uint32_t nch = ((imm >> 14) & 0x3fff) + 1, idx = imm & 0x3fff;
-  struct rreq *q = &vc->r[k % BRAID_VC_SLOTS];
-  if (k >= BRAID_VC_SLOTS || !q->used || idx >= nch || (q->nch && q->nch != nch)) {
+  struct braid_vimm w;
+  char why[96];
+  if (braid_vimm_decode(imm, &w, why, sizeof why)) {
+    vc_fail(vc, "garbled write from the peer (%s, %u bytes)", why, len);
+    return;
+  }
+  if (w.probe) return; /* a probe, in the scratch area */
+  int k = w.slot;
+  uint32_t nch = w.nch, idx = w.idx;
+  struct rreq *q = &vc->r[k];
+  if (!q->used || (q->nch && q->nch != nch)) {
     vc_fail(vc, "garbled write from the peer (slot %d, chunk %u of %u, %u bytes)", k, idx, nch, len);
     return;
   }
@@ -279,8 +258,9 @@ static void s_bind(struct braid_vc *vc, struct sreq *q) {
             (unsigned long long)c->m.cap);
     vc->usage = true;
     /* The receiver learns it too: its receive fails with the same words, not a silent wait. */
-    struct ctl_mismatch m = {.type = CTL_MISMATCH, .seq = q->seq, .size = q->size, .cap = c->m.cap};
-    if (ctl_queue(vc, &m, sizeof m) == 0) ctl_post(vc);
+    struct braid_vctl m = {.type = BRAID_VCTL_MISMATCH,
+                           .mismatch = {.seq = q->seq, .size = q->size, .cap = c->m.cap}};
+    if (ctl_queue(vc, &m) == 0) ctl_post(vc);
     return;
   }
   q->have_cts = true;
@@ -293,7 +273,7 @@ static bool s_finished(const struct sreq *q) {
 }
 
 /* The receiver's view after rail r was fenced (f), applied once r has drained here. */
-static void s_apply_fenced(struct braid_vc *vc, int r, const struct ctl_fenced *f) {
+static void s_apply_fenced(struct braid_vc *vc, int r, const struct braid_vctl_fenced *f) {
   for (int k = 0; k < BRAID_VC_SLOTS; k++) {
     if (!(f->posted & (1u << k))) continue;
     uint32_t seq = f->seq[k];
@@ -309,8 +289,8 @@ static void s_apply_fenced(struct braid_vc *vc, int r, const struct ctl_fenced *
         else c->state = CH_UNSENT; /* written again on a live rail */
       }
     } else if (fin && (int32_t)(seq - vc->s_seq) < 0 && !(q->used && q->seq == seq)) {
-      struct ctl_fin m = {.type = CTL_FIN, .seq = seq}; /* done and gone here: FIN at once */
-      ctl_queue(vc, &m, sizeof m);
+      /* done and gone here: FIN at once */
+      ctl_queue(vc, &(struct braid_vctl){.type = BRAID_VCTL_FIN, .fin.seq = seq});
     }
   }
 }
@@ -365,8 +345,9 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
       if (!vc->equal && (demoted >> r & 1) && demoted != s_live(vc)) {
         /* a probe of a demoted rail goes into the scratch area, never with a message's data */
         if (vc->area_valid && !vc->probe_out[r] && len && len <= vc->area.len) {
+          uint32_t probe = braid_vimm_encode(&(struct braid_vimm){.probe = true});
           int rc = braid_verbs_ep_write_imm(vc->ep[r], &q->mem->mr[r], q->base + off, len, vc->area.addr,
-                                            vc->area.rkey[r], (uint32_t)PROBE_SLOT << 28, COOKIE_PROBE);
+                                            vc->area.rkey[r], probe, COOKIE_PROBE);
           if (rc < 0) {
             fail_rail(vc, r, "posting a probe failed");
             return;
@@ -379,7 +360,8 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
         r = braid_sched_pick_avoid(&vc->sched, len, pending, demoted, now);
         if (r < 0 || vc->down[r]) return;
       }
-      uint32_t imm = (uint32_t)(q->seq % BRAID_VC_SLOTS) << 28 | (q->nch - 1) << 14 | i;
+      uint32_t imm = braid_vimm_encode(
+          &(struct braid_vimm){.slot = (uint8_t)(q->seq % BRAID_VC_SLOTS), .nch = q->nch, .idx = i});
       int rc = braid_verbs_ep_write_imm(vc->ep[r], q->mem ? &q->mem->mr[r] : NULL, q->base + off, len,
                                         q->raddr + off, q->rkey[r], imm, (uint64_t)q->seq << 20 | i);
       if (rc > 0) return; /* that rail's queue is full: later */
@@ -410,11 +392,16 @@ static bool ctl_fence_rail(struct braid_vc *vc, unsigned rail, const char *what,
 }
 
 static void on_ctl(struct braid_vc *vc, const uint8_t *d, uint32_t len) {
-  uint8_t type = len ? d[0] : 0;
-  if (vc->sender && type == CTL_CTS && len == sizeof(struct ctl_cts)) {
-    struct ctl_cts m;
-    memcpy(&m, d, sizeof m);
-    if (m.slot != m.seq % BRAID_VC_SLOTS || m.nrails != vc->nrails) {
+  struct braid_vctl c;
+  char why[128];
+  if (braid_vctl_decode(d, len, &c, why, sizeof why)) {
+    vc_fail(vc, "garbled control message from the peer: %s", why);
+    return;
+  }
+  uint8_t type = c.type;
+  if (vc->sender && type == BRAID_VCTL_CTS) {
+    struct braid_vctl_cts m = c.cts;
+    if (m.nrails != vc->nrails) {
       vc_fail(vc, "garbled CTS from the peer");
       return;
     }
@@ -426,26 +413,21 @@ static void on_ctl(struct braid_vc *vc, const uint8_t *d, uint32_t len) {
     *e = (struct cts_entry){.valid = true, .seen = true, .m = m};
     struct sreq *q = s_find(vc, m.seq);
     if (q) s_bind(vc, q);
-  } else if (vc->sender && type == CTL_AREA && len == sizeof(struct ctl_area)) {
-    memcpy(&vc->area, d, sizeof vc->area);
+  } else if (vc->sender && type == BRAID_VCTL_AREA) {
+    vc->area = c.area;
     vc->area_valid = vc->area.nrails == vc->nrails;
-  } else if (vc->sender && type == CTL_FENCED && len == sizeof(struct ctl_fenced)) {
-    struct ctl_fenced f;
-    memcpy(&f, d, sizeof f);
+  } else if (vc->sender && type == BRAID_VCTL_FENCED) {
+    struct braid_vctl_fenced f = c.fenced;
     if (ctl_fence_rail(vc, f.rail, "FENCED", "the peer fenced it")) vc->fenced[f.rail] = f;
-  } else if (!vc->sender && type == CTL_FENCE && len == sizeof(struct ctl_fence)) {
-    struct ctl_fence f;
-    memcpy(&f, d, sizeof f);
-    ctl_fence_rail(vc, f.rail, "FENCE", "the peer failed it");
-  } else if (!vc->sender && type == CTL_MISMATCH && len == sizeof(struct ctl_mismatch)) {
-    struct ctl_mismatch m;
-    memcpy(&m, d, sizeof m);
+  } else if (!vc->sender && type == BRAID_VCTL_FENCE) {
+    ctl_fence_rail(vc, c.fence.rail, "FENCE", "the peer failed it");
+  } else if (!vc->sender && type == BRAID_VCTL_MISMATCH) {
+    struct braid_vctl_mismatch m = c.mismatch;
     vc_fail(vc, "the peer sent %llu bytes to a receive of %llu bytes (message %u): send/receive size "
             "mismatch", (unsigned long long)m.size, (unsigned long long)m.cap, m.seq);
     vc->usage = true;
-  } else if (!vc->sender && type == CTL_FIN && len == sizeof(struct ctl_fin)) {
-    struct ctl_fin m;
-    memcpy(&m, d, sizeof m);
+  } else if (!vc->sender && type == BRAID_VCTL_FIN) {
+    struct braid_vctl_fin m = c.fin;
     struct rreq *q = &vc->r[m.seq % BRAID_VC_SLOTS];
     if (q->used && q->seq == m.seq) q->fin = true;
   } else {
@@ -459,10 +441,9 @@ static void on_event(struct braid_vc *vc, int r, const struct braid_verbs_ev *ev
   case BRAID_VERBS_EV_WRITE_DONE:
     if (ev->cookie & COOKIE_CTL) {
       struct ctlmsg *c = &vc->ctl[ev->cookie & (CTLQ - 1)];
-      if (vc->sender && c->data[0] == CTL_FIN) {
-        struct ctl_fin m;
-        memcpy(&m, c->data, sizeof m);
-        struct sreq *q = s_find(vc, m.seq);
+      struct braid_vctl m; /* a FIN of ours is delivered: the send it finishes may complete */
+      if (vc->sender && !braid_vctl_decode(c->data, c->len, &m, NULL, 0) && m.type == BRAID_VCTL_FIN) {
+        struct sreq *q = s_find(vc, m.fin.seq);
         if (q) q->fin_done = true;
       }
       c->used = false;
@@ -537,8 +518,9 @@ int braid_vc_progress(struct braid_vc *vc) {
     for (uint32_t n = vc->s_seq - BRAID_VC_SLOTS; n != vc->s_seq; n++) {
       struct sreq *q = s_find(vc, n);
       if (q && q->needs_fin && !q->fin_queued && q->acked == q->nch) {
-        struct ctl_fin m = {.type = CTL_FIN, .seq = q->seq}; /* re-posted by the queue if lost */
-        q->fin_queued = ctl_queue(vc, &m, sizeof m) == 0;
+        /* re-posted by the queue if lost */
+        struct braid_vctl m = {.type = BRAID_VCTL_FIN, .fin.seq = q->seq};
+        q->fin_queued = ctl_queue(vc, &m) == 0;
       }
     }
     s_schedule(vc, now);
@@ -621,10 +603,11 @@ int braid_vc_connect(struct braid_vc *vc, const struct braid_verbs_ep_addr *peer
   if (vc->sender) return 0;
   if (!(vc->scratch = malloc(vc->chunk)) || braid_vc_reg(vc, vc->scratch, vc->chunk, &vc->scratch_mem))
     return vc_fail(vc, "cannot register the probes' scratch area");
-  struct ctl_area a = {.type = CTL_AREA, .nrails = (uint8_t)vc->nrails, .addr = (uintptr_t)vc->scratch,
-                       .len = vc->chunk};
-  for (int r = 0; r < vc->nrails; r++) a.rkey[r] = vc->scratch_mem->mr[r].rkey;
-  return ctl_queue(vc, &a, sizeof a) ? -1 : braid_vc_progress(vc);
+  struct braid_vctl a = {.type = BRAID_VCTL_AREA,
+                         .area = {.nrails = (uint8_t)vc->nrails, .addr = (uintptr_t)vc->scratch,
+                                  .len = vc->chunk}};
+  for (int r = 0; r < vc->nrails; r++) a.area.rkey[r] = vc->scratch_mem->mr[r].rkey;
+  return ctl_queue(vc, &a) ? -1 : braid_vc_progress(vc);
 }
 
 int braid_vc_reg(struct braid_vc *vc, void *buf, size_t len, struct braid_vc_mem **out) {
@@ -681,12 +664,13 @@ int braid_vc_irecv(struct braid_vc *vc, void *buf, size_t cap, struct braid_vc_m
   if (q->used) return 1;
   if (cap && (!mem || mem->n != vc->nrails || !mem_covers(mem, buf, cap)))
     return vc_fail(vc, "a receive into unregistered memory");
-  struct ctl_cts m = {.type = CTL_CTS, .slot = (uint8_t)k, .nrails = (uint8_t)vc->nrails,
-                      .seq = vc->r_seq, .addr = (uintptr_t)buf, .cap = cap};
-  for (int r = 0; cap && r < vc->nrails; r++) m.rkey[r] = mem->mr[r].rkey;
+  struct braid_vctl m = {.type = BRAID_VCTL_CTS,
+                         .cts = {.slot = (uint8_t)k, .nrails = (uint8_t)vc->nrails, .seq = vc->r_seq,
+                                 .addr = (uintptr_t)buf, .cap = cap}};
+  for (int r = 0; cap && r < vc->nrails; r++) m.cts.rkey[r] = mem->mr[r].rkey;
   *q = (struct rreq){.used = true, .seq = vc->r_seq++, .cap = cap};
   vc->r_posted |= (uint16_t)(1u << k);
-  if (ctl_queue(vc, &m, sizeof m)) return -1;
+  if (ctl_queue(vc, &m)) return -1;
   *req = k;
   return braid_vc_progress(vc);
 }

@@ -22,20 +22,14 @@
 #include <stdint.h>
 
 #include "transport/verbs/verbs_dev.h"
+#include "wire/verbs.h"
 
 #define BRAID_VERBS_CTRL_MAX 256 /* bytes in one control message */
 
 struct braid_verbs_ep;
 
-/* What a peer needs to connect: exchanged out of band, sent as is (same-endian hosts). */
-struct braid_verbs_ep_addr {
-  uint32_t qpn;
-  uint32_t psn;    /* 24 bits: the first PSN this side sends */
-  uint16_t lid;    /* InfiniBand; 0 on RoCE */
-  uint8_t link;    /* enum braid_link */
-  uint8_t mtu;     /* enum ibv_mtu of the port's active MTU */
-  uint8_t gid[16];
-};
+/* What a peer needs to connect (struct braid_verbs_ep_addr) is a record of wire/verbs.h's link
+ * message, exchanged out of band. */
 
 struct braid_verbs_mr {
   void *addr;

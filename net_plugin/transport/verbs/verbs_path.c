@@ -17,17 +17,16 @@
 #include "param.h"
 #include "transport/verbs/verbs_conn.h"
 #include "transport/verbs/verbs_dev.h"
+#include "wire/verbs.h"
 
-#define VLINK_MAGIC 0x41565242u /* "BRVA" */
 #define VLINK_CHUNK (64u << 10) /* x BRAID_VC_MAX_CHUNKS = 1 GiB, maxP2pBytes */
 #define VLINK_CHECK_NS 100000000ull
 
-struct vlink_hdr {
-  uint32_t magic, nrails;
-};
-
-_Static_assert(sizeof(struct vlink_hdr) + BRAID_VC_MAX_RAILS * sizeof(struct braid_verbs_ep_addr) <=
-                   BRAID_LINK_MSG_MAX, "the address message fits its buffer");
+/* The address message is wire/verbs.h's link message. */
+_Static_assert(BRAID_VC_MAX_RAILS <= BRAID_VWIRE_RAILS && BRAID_VLINK_MAX_BYTES <= BRAID_LINK_MSG_MAX,
+               "the address message fits its buffer");
+_Static_assert(BRAID_LINK_IB == BRAID_VADDR_LINK_IB && BRAID_LINK_ETH == BRAID_VADDR_LINK_ETH,
+               "the link layer's codes on the wire");
 
 struct vpath {
   struct braid_vc *vc;
@@ -56,10 +55,9 @@ static ncclResult_t vp_start(struct braid_comm *c) {
   if (braid_vc_open(rails, c->nrails, c->kind == BRAID_COMM_SEND, &o, &p->vc))
     return braid_comm_fail(c, ncclSystemError, "verbs: cannot open queue pairs on the rails (see the WARN above)");
   uint8_t msg[BRAID_LINK_MSG_MAX];
-  struct vlink_hdr h = {VLINK_MAGIC, (uint32_t)c->nrails};
-  memcpy(msg, &h, sizeof h);
-  braid_vc_addrs(p->vc, (struct braid_verbs_ep_addr *)(void *)(msg + sizeof h));
-  size_t len = sizeof h + (size_t)c->nrails * sizeof(struct braid_verbs_ep_addr);
+  struct braid_verbs_ep_addr addrs[BRAID_VC_MAX_RAILS];
+  braid_vc_addrs(p->vc, addrs);
+  size_t len = braid_vlink_encode(addrs, c->nrails, msg);
   if (braid_link_begin(&p->link, c->streams[0].fd, msg, len, braid_now_ns()))
     return braid_comm_fail(c, ncclSystemError, "verbs: cannot send the queue pairs' addresses: %s",
                            c->streams[0].fd < 0 ? "stream 0 did not connect" : strerror(errno));
@@ -69,16 +67,17 @@ static ncclResult_t vp_start(struct braid_comm *c) {
   return ncclSuccess;
 }
 
-/* The address message's length, from its header. */
+/* The address message's length, from its header (wire/verbs.h). */
 static ssize_t vp_need(const uint8_t *msg, size_t got, const void *arg, char *why, size_t whylen) {
   (void)got;
   const struct braid_comm *c = arg;
-  struct vlink_hdr h;
-  memcpy(&h, msg, sizeof h);
-  if (h.magic != VLINK_MAGIC || (int)h.nrails != c->nrails)
-    return snprintf(why, whylen, "the peer's queue-pair addresses are garbled (or for %u rails, this end has %d)",
-                    h.nrails, c->nrails), -1;
-  return (ssize_t)(sizeof h + h.nrails * sizeof(struct braid_verbs_ep_addr));
+  char err[128];
+  int n = braid_vlink_rails(msg, err, sizeof err);
+  if (n < 0) return snprintf(why, whylen, "the peer's queue-pair addresses are garbled: %s", err), -1;
+  if (n != c->nrails)
+    return snprintf(why, whylen, "the peer's queue-pair addresses are for %d rails, this end has %d", n,
+                    c->nrails), -1;
+  return (ssize_t)BRAID_VLINK_BYTES((size_t)n);
 }
 
 /* The connection ready to carry data?  1 yes, 0 not yet (NCCL retries), -1 (c failed). */
@@ -87,11 +86,16 @@ static int vp_ready(struct braid_comm *c) {
   char why[300];
   uint64_t now = braid_now_ns();
   bool was = p->link.linked;
-  int rc = braid_link_poll(&p->link, c->streams[0].fd, now, c->timeout_ns, VLINK_CHECK_NS, sizeof(struct vlink_hdr),
+  int rc = braid_link_poll(&p->link, c->streams[0].fd, now, c->timeout_ns, VLINK_CHECK_NS, BRAID_VLINK_HDR_BYTES,
                            vp_need, c, "queue-pair addresses", why, sizeof why);
   if (rc == 1 && !was) {
-    const struct braid_verbs_ep_addr *peer = (const void *)(p->link.msg + sizeof(struct vlink_hdr));
-    if (braid_vc_connect(p->vc, peer, c->nrails)) {
+    struct braid_verbs_ep_addr peer[BRAID_VWIRE_RAILS];
+    char err[128];
+    int npeer = braid_vlink_decode(p->link.msg, p->link.got, peer, err, sizeof err);
+    if (npeer < 0) {
+      snprintf(why, sizeof why, "the peer's queue-pair addresses are garbled: %s", err);
+      rc = -1;
+    } else if (braid_vc_connect(p->vc, peer, npeer)) {
       snprintf(why, sizeof why, "connecting the queue pairs failed: %s", braid_vc_error(p->vc));
       rc = -1;
     } else {
