@@ -262,6 +262,38 @@ int braid_sched_pick_equal(const struct braid_sched *s, size_t bytes, unsigned *
   return BRAID_SCHED_ALL_DOWN;
 }
 
+struct braid_sched_place braid_sched_place(const struct braid_sched *s, bool equal, unsigned *rr,
+                                           enum braid_probe_style style, size_t probe_len, size_t len,
+                                           size_t pending, uint64_t now_ns) {
+  struct braid_sched_place p = {.rail = BRAID_SCHED_WAIT, .len = len, .probe = -1};
+  if (equal) {
+    p.rail = braid_sched_pick_equal(s, len, rr);
+    return p;
+  }
+  p.rail = braid_sched_pick(s, len, pending, now_ns);
+  if (style == BRAID_PROBE_PIECES) {
+    if (p.rail >= 0 && len > probe_len && braid_sched_probe_due(s, p.rail, now_ns)) {
+      p.len = probe_len; /* a probe is a small piece */
+    } else if (p.rail == BRAID_SCHED_WAIT && len > probe_len) {
+      p.rail = braid_sched_pick(s, probe_len, pending, now_ns);
+      if (p.rail >= 0) p.len = probe_len;
+    }
+    return p;
+  }
+  if (p.rail < 0) return p;
+  uint32_t demoted = 0, live = 0; /* rails up but not ACTIVE (demoted or on probation), rails up */
+  for (int i = 0; i < s->nrails; i++) {
+    if (s->rail[i].state == BRAID_RAIL_DOWN) continue;
+    live |= 1u << i;
+    if (s->rail[i].state != BRAID_RAIL_ACTIVE) demoted |= 1u << i;
+  }
+  if ((demoted >> p.rail & 1) && demoted != live) {
+    p.probe = p.rail;
+    p.rail = braid_sched_pick_avoid(s, len, pending, demoted, now_ns);
+  }
+  return p;
+}
+
 int braid_sched_pick_avoid(const struct braid_sched *s, size_t bytes, size_t pending,
                            uint32_t avoid, uint64_t now_ns) {
   if (braid_sched_count(s, BRAID_RAIL_DOWN) == s->nrails) return BRAID_SCHED_ALL_DOWN;

@@ -259,6 +259,26 @@ void braid_sched_set_backup(struct braid_sched *s, int rail, bool backup);
 /* Whether pick() would return `rail` as a probe now (the caller then sends a small piece). */
 bool braid_sched_probe_due(const struct braid_sched *s, int rail, uint64_t now_ns);
 
+/* The one placement decision for the next chunk of len bytes, for every path's schedule loop
+ * (stripe/tx.c, transport/verbs/verbs_conn.c): BRAID_STRIPING=equal takes the next rail in turn
+ * (pick_equal, with *rr); adaptive asks pick, then probes the way the path probes:
+ * - BRAID_PROBE_PIECES (stream path): a rail whose probe is due, or, when no rail takes the whole
+ *   chunk now, any rail that takes probe_len, gets a piece of probe_len bytes of the chunk (the
+ *   caller splits it);
+ * - BRAID_PROBE_SCRATCH (verbs): data never goes to a demoted rail while an active one is up;
+ *   when pick chose one, it is named in .probe (the caller probes it with a copy written into
+ *   scratch memory) and the chunk goes to the best of the others (pick_avoid).
+ * Pure, like every call here: the caller does the I/O. */
+enum braid_probe_style { BRAID_PROBE_PIECES, BRAID_PROBE_SCRATCH };
+struct braid_sched_place {
+  int rail;    /* where the chunk (or its first len bytes) goes; BRAID_SCHED_WAIT or _ALL_DOWN */
+  size_t len;  /* how much of the chunk goes there: all of it or a probe piece */
+  int probe;   /* BRAID_PROBE_SCRATCH: a demoted rail to probe now, else -1 */
+};
+struct braid_sched_place braid_sched_place(const struct braid_sched *s, bool equal, unsigned *rr,
+                                           enum braid_probe_style style, size_t probe_len, size_t len,
+                                           size_t pending, uint64_t now_ns);
+
 /* Number of rails in a state. */
 int braid_sched_count(const struct braid_sched *s, enum braid_rail_state state);
 

@@ -389,18 +389,10 @@ static ncclResult_t tx_split(struct braid_comm *c, struct braid_chunk *ck, uint3
 static ncclResult_t tx_schedule(struct braid_comm *c, uint64_t now) {
   while (c->tx.requeue.head && !c->err) {
     struct braid_chunk *ck = c->tx.requeue.head;
-    int rail;
-    if (c->tx.equal) {
-      rail = braid_sched_pick_equal(c->tx.sched, ck->len, &c->tx.rr);
-    } else {
-      rail = braid_sched_pick(c->tx.sched, ck->len, c->tx.pending_bytes, now);
-      if (rail >= 0 && ck->len > TX_PROBE_LEN && braid_sched_probe_due(c->tx.sched, rail, now)) {
-        if (tx_split(c, ck, TX_PROBE_LEN)) return c->err; /* a probe is a small piece */
-      } else if (rail == BRAID_SCHED_WAIT && ck->len > TX_PROBE_LEN) {
-        rail = braid_sched_pick(c->tx.sched, TX_PROBE_LEN, c->tx.pending_bytes, now);
-        if (rail >= 0 && tx_split(c, ck, TX_PROBE_LEN)) return c->err;
-      }
-    }
+    struct braid_sched_place p = braid_sched_place(c->tx.sched, c->tx.equal, &c->tx.rr, BRAID_PROBE_PIECES,
+                                                   TX_PROBE_LEN, ck->len, c->tx.pending_bytes, now);
+    int rail = p.rail;
+    if (rail >= 0 && p.len < ck->len && tx_split(c, ck, (uint32_t)p.len)) return c->err;
     if (rail == BRAID_SCHED_ALL_DOWN)
       return braid_comm_fail(c, ncclRemoteError, "every rail to the peer is down");
     if (rail < 0 || tx_place(c, ck, rail, now)) return ncclSuccess;

@@ -308,21 +308,6 @@ static void s_write_done(struct braid_vc *vc, int r, uint64_t cookie, uint64_t n
   if (!vc->down[r]) braid_sched_acked(&vc->sched, r, len, c->sent_ns, now);
 }
 
-/* Rails up but not ACTIVE (demoted or on probation), and rails up, as bit masks. */
-static uint32_t s_demoted(const struct braid_vc *vc) {
-  uint32_t m = 0;
-  for (int r = 0; r < vc->nrails; r++)
-    if (!vc->down[r] && vc->sched.rail[r].state != BRAID_RAIL_ACTIVE) m |= 1u << r;
-  return m;
-}
-
-static uint32_t s_live(const struct braid_vc *vc) {
-  uint32_t m = 0;
-  for (int r = 0; r < vc->nrails; r++)
-    if (!vc->down[r]) m |= 1u << r;
-  return m;
-}
-
 /* Writes unsent chunks, oldest send first, where the scheduler says. */
 static void s_schedule(struct braid_vc *vc, uint64_t now) {
   size_t pending = 0;
@@ -338,11 +323,11 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
       if (c->state != CH_UNSENT) continue;
       size_t off = (size_t)i * vc->chunk;
       size_t len = i + 1 < q->nch ? vc->chunk : q->size - off;
-      int r = vc->equal ? braid_sched_pick_equal(&vc->sched, len, &vc->rr_equal)
-                        : braid_sched_pick(&vc->sched, len, pending, now);
+      struct braid_sched_place p = braid_sched_place(&vc->sched, vc->equal, &vc->rr_equal, BRAID_PROBE_SCRATCH, 0,
+                                                     len, pending, now);
+      int r = p.probe >= 0 ? p.probe : p.rail;
       if (r < 0 || vc->down[r]) return;
-      uint32_t demoted = s_demoted(vc);
-      if (!vc->equal && (demoted >> r & 1) && demoted != s_live(vc)) {
+      if (p.probe >= 0) {
         /* a probe of a demoted rail goes into the scratch area, never with a message's data */
         if (vc->area_valid && !vc->probe_out[r] && len && len <= vc->area.len) {
           uint32_t probe = braid_vimm_encode(&(struct braid_vimm){.probe = true});
@@ -357,7 +342,7 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
             braid_sched_sent(&vc->sched, r, len, now);
           }
         }
-        r = braid_sched_pick_avoid(&vc->sched, len, pending, demoted, now);
+        r = p.rail; /* the chunk itself: the best rail of the others */
         if (r < 0 || vc->down[r]) return;
       }
       uint32_t imm = braid_vimm_encode(
