@@ -97,7 +97,7 @@ static struct fi_info *make_hints(bool auto_progress) {
  * Eager messages carry their data and are safe.  So unless the user set it, rxm's eager limit
  * becomes braid's largest frame and braid never sends a rendezvous message there.  Over tcp (rxm's
  * dynamic receive buffers) an eager message of any size is received straight into a posted
- * receive, and rx.c posts the next frames' receives ahead of their data for that; one that comes
+ * receive, and ofi_rx.c posts the next frames' receives ahead of their data; one that comes
  * first costs rxm an allocation.  This runs in the plugin's init, before any endpoint exists (rxm
  * reads the variable when one is opened), and changes nothing a peer depends on (each sender picks
  * the protocol, every receiver takes both).  Over verbs;ofi_rxm the limit does not apply (no

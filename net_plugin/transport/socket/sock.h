@@ -24,7 +24,7 @@ int braid_sock_connected(int fd);
 int braid_sock_silent(int fd, char *why, size_t whylen);
 /* A poke: one byte on a set-up socket, which the peer's braid_sock_silent drops.  The peer's
  * kernel acknowledges it whether or not the peer's application is busy, so a poke that stays
- * unacknowledged while TCP retransmits it shows a dead path (tx.c).  0 when sent, 1 when one
+ * unacknowledged while TCP retransmits it shows a dead path (ofi_tx.c).  0 when sent, 1 when one
  * is still unacknowledged (none sent), -1 when the socket failed (errno says why). */
 int braid_sock_poke(int fd);
 /* Whether the socket has data the peer's kernel has not acknowledged and TCP's retransmission
