@@ -77,20 +77,16 @@ suite netbed-sanitized ./test/integration/netbed_test.sh build/san
 suite ofi ./test/integration/ofi_test.sh build
 suite ofi-sanitized ./test/integration/ofi_test.sh build/san
 suite netbed-ofi env NETBED_TRANSPORT=ofi ./test/integration/netbed_test.sh build
-suite vm-smoke ./test/vm/smoke.sh
-suite vm-verbs-probe ./test/vm/verbs_probe_test.sh
-suite vm-verbs-ep ./test/vm/verbs_ep_test.sh
-suite vm-verbs-conn ./test/vm/verbs_conn_test.sh
-suite vm-verbs-conn-sanitized env BUILD=build/san ./test/vm/verbs_conn_test.sh
-suite vm-verbs-perf ./test/vm/verbs_perf_test.sh
+# The soft-RoCE guest's tests (smoke, verbs-probe, verbs-ep, verbs-conn plain and sanitized,
+# verbs-perf), in one boot; test/vm/all.sh NAME... or test/vm/NAME_test.sh for one of them.
+suite vm ./test/vm/all.sh
 suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 }
 
 # The build suites whose trees a suite runs (the others build what they run themselves).
 needs() {
   case $1 in
-    vm-*-sanitized) echo build-sanitized;; # its make in test/vm/lib.sh does not pass SAN=1
-    deps-first|build|build-sanitized|build-tsan|fuzz|vm-*|sim|sim-sanitized|source-*) ;;
+    deps-first|build|build-sanitized|build-tsan|fuzz|vm|sim|sim-sanitized|source-*) ;;
     threads-tsan) echo build-tsan;;
     collnet-tsan-servers) echo build build-tsan;;
     *-sanitized) echo build-sanitized;;

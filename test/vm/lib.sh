@@ -5,6 +5,9 @@
 #   vm_share_built NAME  builds $build/NAME on the host (make) and shares only it
 #   vm_run NAME SCRIPT   boots the guest, runs the bash SCRIPT inside with $share mounted, and
 #                        reports "vm: NAME passed (S s)" or fails
+# With VM_BATCH=DIR and VM_BATCH_NAME=NAME (test/vm/all.sh: one boot for every guest test),
+# vm_image does nothing (all.sh did it), vm_share puts the files in DIR/NAME/ and vm_run writes
+# SCRIPT and its timeout there instead of booting.
 cache=${BRAID_VM_CACHE:-/var/cache/braid-vm}
 build=${BUILD:-build}
 skip() { echo "vm: skipped ($*)"; exit 77; } # 77: test/run.sh reports SKIP
@@ -13,6 +16,7 @@ secs() { printf '%d.%d' $(($1 / 1000000)) $(($1 % 1000000 / 100000)); }
 
 vm_image() {
   local t0 rc=0
+  if [ -n "${VM_BATCH:-}" ]; then build_note="checked by test/vm/all.sh"; return 0; fi
   t0=$(now_us)
   if tools/vm/build-image.sh --check "$cache"; then
     build_note="cached"
@@ -31,6 +35,12 @@ vm_image() {
 }
 
 vm_share() {
+  if [ -n "${VM_BATCH:-}" ]; then
+    share=$VM_BATCH/$VM_BATCH_NAME
+    mkdir -p "$share"
+    [ $# -eq 0 ] || cp "$@" "$share/"
+    return 0
+  fi
   share=$(mktemp -d "${TMPDIR:-/tmp}/braid-vm-share.XXXXXX")
   trap 'rm -rf "$share"' EXIT
   [ $# -eq 0 ] || cp "$@" "$share/"
@@ -43,6 +53,11 @@ vm_share_built() {
 
 vm_run() {
   local name=$1 script=$2 t0 took rc=0
+  if [ -n "${VM_BATCH:-}" ]; then
+    printf '%s\n' "$script" >"$share/test.sh"
+    echo "${VM_TIMEOUT:-180}" >"$share/timeout"
+    return 0
+  fi
   t0=$(now_us)
   tools/vm/run.sh --cache "$cache" --share "$share" --timeout "${VM_TIMEOUT:-180}" -- bash -c "$script" || rc=$?
   took=$(secs $(($(now_us) - t0)))
