@@ -10,7 +10,7 @@
 #   make            build everything (Debian packages first: tools/deps.sh)
 #   make unit       build and run the unit tests only (GTEST_FILTER=... for some of them)
 #   make test       build and run every test suite of test/run.sh (unit, sanitizers, fuzzers,
-#                   integration, netbed, soft-RoCE guest); SUITE="unit 'vm-*'": only those
+#                   integration, netbed, soft-RoCE guest); SUITE="unit 'collnet*'": only those
 #   make fuzz       the fuzzers only (FUZZ_SECONDS per target, FUZZ_TARGETS="fuzz_rx ...")
 #   make config-doc docs/configuration.md's tables from common/params.def and common/env.def
 #   make run        local demo: a few ranks run an allreduce sweep through the plugin on loopback
