@@ -6,12 +6,14 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <string>
 
 #include <vector>
 
 extern "C" {
+#include "nccl_plugin/net.h"
 #include "transport/ofi/ofi.h"
 #include "param.h"
 }
@@ -202,3 +204,29 @@ TEST(OfiSetup, BadPeerAddressIsRefusedWithAReason) {
 }
 
 }  // namespace
+
+// Debian's libfabric is built without CUDA: GPU memory must be reported as not carried, with the
+// reason found by a real probe (the provider's FI_HMEM answer and a registration through the CUDA
+// interface), never guessed from the provider's name.
+TEST_F(Ofi, GpuMemoryIsReportedHostOnlyWithTheProbedReason) {
+  char why[320] = "";
+  EXPECT_EQ(braid_ofi_hmem(why, sizeof why), NCCL_PTR_HOST);
+  EXPECT_TRUE(strstr(why, "does not offer FI_HMEM")) << why;  // tcp;ofi_rxm in libfabric 1.17
+  char again[320] = "";
+  braid_ofi_hmem(again, sizeof again);
+  EXPECT_STREQ(why, again) << "probed once per process";
+  // shm offers FI_HMEM, so there the registration through the CUDA interface decides.  libfabric
+  // reads FI_PROVIDER (tcp here) once per process: the check runs in a child of this binary.
+  std::string cmd = "FI_PROVIDER=shm /proc/" + std::to_string(getpid()) +
+                    "/exe --gtest_also_run_disabled_tests --gtest_filter=OfiHmemChild.DISABLED_ShmProbe"
+                    " >/dev/null 2>&1";
+  EXPECT_EQ(system(cmd.c_str()), 0) << cmd;
+}
+
+// Run only by the test above, in a process whose libfabric sees FI_PROVIDER=shm.
+TEST(OfiHmemChild, DISABLED_ShmProbe) {
+  char why[320] = "";
+  ASSERT_TRUE(braid_ofi_probe(nullptr, why, sizeof why)) << why;
+  EXPECT_EQ(braid_ofi_hmem_of("shm", why, sizeof why), NCCL_PTR_HOST);
+  EXPECT_TRUE(strstr(why, "CUDA interface is not available")) << why;
+}

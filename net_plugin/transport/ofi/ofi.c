@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "log.h"
 #include "nccl_plugin/common.h"
+#include "nccl_plugin/net.h"
 #include "param.h"
 
 #define OFI_API FI_VERSION(1, 14)
@@ -133,8 +134,8 @@ static int probe_locked(void) {
     snprintf(g.why, sizeof g.why, "libfabric.so.1 lacks fi_getinfo and friends");
     return -1;
   }
-  /* Host memory only (braid does not register GPU memory yet), so FI_HMEM is not asked for:
-   * a provider granting it may require every buffer registered (FI_MR_HMEM). */
+  /* Host memory only (braid_ofi_hmem says why), so FI_HMEM is not asked for: a provider
+   * granting it may require every buffer registered (FI_MR_HMEM). */
   struct fi_info *list = NULL;
   int rc = -FI_ENOMEM;
   for (int pass = 0; pass < 2 && !list; pass++) {
@@ -210,6 +211,84 @@ __attribute__((destructor)) static void ofi_unload(void) {
 
 const char *braid_ofi_provider(void) { return g.state > 0 ? g.desc : ""; }
 
+/* Keys for providers that take the application's (without FI_MR_PROV_KEY): unique per process. */
+static uint64_t mr_key(void) {
+  static _Atomic uint64_t next = 1;
+  return atomic_fetch_add(&next, 1);
+}
+
+/* GPU memory on the chosen provider (see ofi.h).  Two real probes, no guess from the provider's
+ * name: fi_getinfo for the provider with FI_HMEM (and FI_MR_HMEM), then a registration of a host
+ * page through the CUDA interface (fi_mr_regattr, iface FI_HMEM_CUDA) on a domain of its own:
+ * libfabric refuses with -FI_ENOSYS before looking at the memory when its CUDA interface is not
+ * initialized (built without CUDA, as Debian's is, or no CUDA driver loaded). */
+static void hmem_probe_locked(const char *prov, char *why, size_t whylen) {
+  struct fi_info *list = NULL;
+  int rc = -FI_ENOMEM;
+  for (int pass = 0; pass < 2 && !list; pass++) { /* automatic progress first, as probe_locked */
+    struct fi_info *hints = make_hints(pass == 0);
+    if (!hints) break;
+    hints->caps |= FI_HMEM;
+    hints->domain_attr->mr_mode |= FI_MR_HMEM;
+    free(hints->fabric_attr->prov_name);
+    hints->fabric_attr->prov_name = strdup(prov);
+    rc = hints->fabric_attr->prov_name ? fi.getinfo(OFI_API, NULL, NULL, 0, hints, &list) : -FI_ENOMEM;
+    fi.freeinfo(hints);
+    if (rc) list = NULL;
+  }
+  if (!list) {
+    snprintf(why, whylen, "provider %s does not offer FI_HMEM (fi_getinfo: %s)", prov, fi.strerror(-rc));
+    return;
+  }
+  struct fid_fabric *fab = NULL;
+  struct fid_domain *dom = NULL;
+  struct fid_mr *mr = NULL;
+  static char page[64];
+  rc = fi.fabric(list->fabric_attr, &fab, NULL);
+  if (!rc) rc = fi_domain(fab, list, &dom, NULL);
+  if (rc) {
+    snprintf(why, whylen, "provider %s offers FI_HMEM, but its domain does not open (%s)", prov, fi.strerror(-rc));
+  } else {
+    struct iovec iov = {.iov_base = page, .iov_len = sizeof page};
+    struct fi_mr_attr a = {.mr_iov = &iov, .iov_count = 1, .access = FI_SEND | FI_RECV,
+                           .requested_key = mr_key(), .iface = FI_HMEM_CUDA};
+    rc = fi_mr_regattr(dom, &a, 0, &mr);
+    if (rc == -FI_ENOSYS)
+      snprintf(why, whylen, "libfabric's CUDA interface is not available (registering through "
+               "FI_HMEM_CUDA: %s; libfabric built without CUDA, or no CUDA driver)", fi.strerror(FI_ENOSYS));
+    else
+      snprintf(why, whylen, "provider %s offers FI_HMEM with CUDA, but braid's ofi rails stage "
+               "payloads through host buffers (rxm bounce buffers, frame headers), so GPU memory "
+               "is not carried", prov);
+  }
+  if (mr) fi_close(&mr->fid);
+  if (dom) fi_close(&dom->fid);
+  if (fab) fi_close(&fab->fid);
+  fi.freeinfo(list);
+}
+
+int braid_ofi_hmem_of(const char *prov, char *why, size_t whylen) {
+  pthread_mutex_lock(&g.lock);
+  if (g.state <= 0) snprintf(why, whylen, "libfabric is not in use");
+  else hmem_probe_locked(prov, why, whylen);
+  pthread_mutex_unlock(&g.lock);
+  return NCCL_PTR_HOST;
+}
+
+int braid_ofi_hmem(char *why, size_t whylen) {
+  static char reason[320];
+  static int done;
+  pthread_mutex_lock(&g.lock);
+  if (!done) {
+    if (g.state <= 0) snprintf(reason, sizeof reason, "libfabric is not in use");
+    else hmem_probe_locked(g.prov, reason, sizeof reason);
+    done = 1;
+  }
+  snprintf(why, whylen, "%s", reason);
+  pthread_mutex_unlock(&g.lock);
+  return NCCL_PTR_HOST;
+}
+
 
 /* The domain for a rail: named like its interface, else rail % ndomains; opened once. */
 static int domain_for(const char *rail_name, int rail, char *err, size_t errlen) {
@@ -230,11 +309,6 @@ static int domain_for(const char *rail_name, int rail, char *err, size_t errlen)
   return d;
 }
 
-/* Keys for providers that take the application's (without FI_MR_PROV_KEY): unique per process. */
-static uint64_t mr_key(void) {
-  static _Atomic uint64_t next = 1;
-  return atomic_fetch_add(&next, 1);
-}
 
 /* ---- endpoints ---- */
 

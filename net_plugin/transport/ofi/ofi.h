@@ -36,6 +36,13 @@ struct braid_ofi_ep;
 int braid_ofi_probe(int *hw, char *why, size_t whylen);
 /* The chosen provider's name and fabric, for logs ("" before a successful probe). */
 const char *braid_ofi_provider(void);
+/* The memory types (NCCL_PTR_*) braid's ofi rails carry on the chosen provider, probed once:
+ * NCCL_PTR_HOST, with the reason GPU memory is not carried in why (the provider lacks FI_HMEM;
+ * libfabric's CUDA interface is missing, as in Debian's build; or braid's staging through host
+ * buffers).  Call after a successful braid_ofi_probe. */
+int braid_ofi_hmem(char *why, size_t whylen);
+/* The same probe for provider prov (not cached; for tests and diagnostics). */
+int braid_ofi_hmem_of(const char *prov, char *why, size_t whylen);
 
 /* An endpoint on rail's domain (named like the interface rail_name when one is).  NULL with the
  * reason in err. */
