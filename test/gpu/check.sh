@@ -12,7 +12,7 @@
 # One PASS/FAIL (or SKIP with the reason) line per step, a summary, exit 1 on a FAIL; exit 77
 # with "no GPU" where there is none.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 B=${BUILD:-build}
 JOBS=${JOBS:-$(nproc)}
 out=$(mktemp -d)

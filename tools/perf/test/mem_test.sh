@@ -10,7 +10,7 @@
 #                         the reason
 # test/gpu/check.sh covers the GPU side.   BUILD=build tools/perf/test/mem_test.sh refuse
 set -uo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../.." || exit 2
 B=${BUILD:-build}
 PERF=${PERF:-$B/braid-perf}
 PLUGIN=${PLUGIN:-$(realpath "$B/libnccl-net-braid.so")}
