@@ -47,6 +47,10 @@ LDFLAGS += $(SANFLAGS)
 
 COMMON_SRCS = common/log.c common/param.c common/sockaddr.c common/dynlib.c common/sodium_lib.c \
               common/tmpfile.c
+# The CUDA driver opened at run time (common/cuda.h): linked only where used (braid-perf; the
+# unit tests through libbraid-core.a, an archive, so it is pulled in only by its callers), not
+# into the plugins' objects with COMMON_SRCS.
+CUDA_SRCS   = common/cuda.c
 NET_SRCS    = $(shell find net_plugin -name "*.c" | sort)
 NETLOAD_SRCS = $(wildcard tools/netload/*.c)
 PERF_SRCS   = $(wildcard tools/perf/*.c)
@@ -124,7 +128,7 @@ $(BUILD)/obj/%.o: %.cc | $(DEPS_STAMP)
 $(PLUGIN): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS) $(TUNER_INPUT_SRCS))
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braid.so $^ -o $@ $(LDLIBS)
 
-$(CORE): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS) $(TUNER_INPUT_SRCS))
+$(CORE): $(call obj,$(COMMON_SRCS) $(CUDA_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS) $(TUNER_INPUT_SRCS))
 	@rm -f $@
 	ar rcs $@ $^
 
@@ -153,7 +157,7 @@ $(UNIT): $(call obj,tools/tune/health.c)
 $(PS): $(call obj,ps_offload/main.c $(COMMON_SRCS)) $(PSCORE)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(PERF): $(call obj,$(COMMON_SRCS) $(NETLOAD_SRCS) $(PERF_SRCS)) $(TUNERCORE)
+$(PERF): $(call obj,$(COMMON_SRCS) $(CUDA_SRCS) $(NETLOAD_SRCS) $(PERF_SRCS)) $(TUNERCORE)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(STAT): $(call obj,$(STAT_SRCS))

@@ -25,6 +25,7 @@ struct bench {
    * which peer and which channel's part a byte came from is checked too). */
   uint32_t seq;
   uint64_t checked; /* outputs this rank checked */
+  struct perf_buf in_mem, out_mem; /* sendrecv with --mem other than host (plan_args) */
 };
 
 struct bench_result {
@@ -89,10 +90,28 @@ static int bench_has_output(const struct bench *b) {
   return !(b->o->op == PERF_SENDRECV && b->o->oneway && b->a.rank != 1);
 }
 
+/* sendrecv's user buffers of --mem's kind, when the direct path uses them this step. */
+static int bench_mem_used(const struct bench *b) {
+  return b->a.in_mem && p2p_direct_used(&b->a);
+}
+
+/* Copies between the host buffers and those of --mem's kind (the GPU's side of the check). */
+static void bench_mem_copy(struct bench *b, int to_mem, int in) {
+  const struct perf_buf *m = in ? b->a.in_mem : b->a.out_mem;
+  char *host = in ? (char *)b->a.in : b->a.out;
+  size_t n = in ? b->in_bytes : b->out_bytes;
+  int rc = to_mem ? perf_buf_write(m, 0, host, n) : perf_buf_read(m, 0, host, n);
+  if (!rc) return;
+  fprintf(stderr, "braid-perf: rank %d: copying the %s buffer %s --mem %s memory failed\n",
+          b->a.rank, in ? "input" : "output", to_mem ? "into" : "out of", perf_mem_name(m->kind));
+  _exit(2);
+}
+
 /* Wrong elements (bytes for sendrecv) of this rank's output for inputs made with seed. */
 static uint64_t bench_check(struct bench *b, uint32_t seed) {
   const struct plan_args *a = &b->a;
   int n = a->nranks, r = a->rank;
+  if (bench_has_output(b) && bench_mem_used(b)) bench_mem_copy(b, 0, 0);
   if (bench_has_output(b)) b->checked++;
   switch (b->o->op) {
     case PERF_SENDRECV:
@@ -141,6 +160,10 @@ static uint32_t bench_prepare(struct bench *b) {
   uint32_t seed = b->seq++;
   if (bench_has_input(b)) bench_fill(b, seed);
   if (bench_has_output(b)) memset(b->a.out, BENCH_POISON, b->out_bytes);
+  if (bench_mem_used(b)) {
+    if (bench_has_input(b)) bench_mem_copy(b, 1, 1);
+    if (bench_has_output(b)) bench_mem_copy(b, 1, 0); /* poisoned too */
+  }
   return seed;
 }
 
@@ -194,6 +217,11 @@ static int bench_alloc(struct bench *b) {
     fprintf(stderr, "braid-perf: out of memory for %zu-byte buffers\n", cap);
     return -1;
   }
+  if (b->o->op != PERF_SENDRECV || b->o->mem == PERF_MEM_HOST) return 0;
+  if (perf_buf_alloc(&b->in_mem, b->o->mem, cap) || perf_buf_alloc(&b->out_mem, b->o->mem, cap))
+    return -1;
+  b->a.in_mem = &b->in_mem;
+  b->a.out_mem = &b->out_mem;
   return 0;
 }
 
@@ -235,14 +263,19 @@ static void bench_row(const struct bench_result *all, int nranks, int reps, int 
  * the outputs all ranks checked. */
 static int bench_counters(struct perf_net *pn, const struct perf_opts *o, struct rdv *r,
                           uint64_t checked, uint64_t *all_checked) {
-  uint64_t mine[5] = {pn->eng.null_sends, pn->eng.null_recvs, pn->eng.hint_posts,
-                      pn->eng.early_recvs, checked};
-  uint64_t *all = calloc((size_t)r->nranks, sizeof mine), sum[5] = {0, 0, 0, 0, 0};
+  enum { N = 7 };
+  uint64_t mine[N] = {pn->eng.null_sends, pn->eng.null_recvs, pn->eng.hint_posts,
+                      pn->eng.early_recvs, checked, pn->eng.flushes, pn->eng.flush_reqs};
+  uint64_t *all = calloc((size_t)r->nranks, sizeof mine), sum[N] = {0};
   if (!all || rdv_allgather(r, mine, all, sizeof mine)) return free(all), -1;
   for (int k = 0; k < r->nranks; k++)
-    for (int i = 0; i < 5; i++) sum[i] += all[5 * k + i];
+    for (int i = 0; i < N; i++) sum[i] += all[N * k + i];
   free(all);
   *all_checked = sum[4];
+  if (r->rank == 0 && perf_mem_is_gpu(o->mem))
+    printf("# all ranks: iflush called after %llu Simple receives into GPU memory, %llu of them "
+           "returned a request (tested until done)\n", (unsigned long long)sum[5],
+           (unsigned long long)sum[6]);
   if (r->rank == 0 && o->algo != PERF_ALGO_COLLNET)
     printf("# all ranks: isend returned NULL %llu times, irecv %llu times (retried); %llu irecvs "
            "posted with the optional-completion hint, %llu of them completed early\n",
@@ -312,5 +345,6 @@ int bench_run(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, con
   free((void *)a->in);
   free(a->out);
   free(a->tmp);
+  if (perf_buf_free(&b.in_mem) || perf_buf_free(&b.out_mem)) return 2;
   return wrong ? 1 : 0;
 }

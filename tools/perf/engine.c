@@ -21,42 +21,64 @@ int eng_fail(struct engine *e, const char *call, ncclResult_t r, const struct en
   return -1;
 }
 
+/* The kind of protocol p's staging buffers: --mem's for SIMPLE, host for LL and LL128. */
+static enum perf_mem eng_buf_kind(const struct engine *e, enum perf_proto p) {
+  return p == PERF_PROTO_SIMPLE ? e->mem : PERF_MEM_HOST;
+}
+
+static int eng_buf_drop(struct engine *e, struct eng_conn *c, struct eng_buf *b) {
+  int rc = 0;
+  if (b->mh) {
+    ncclResult_t r = netload_dereg_mr(e->nl, c->comm, b->mh);
+    if (r != ncclSuccess) rc = eng_fail(e, "deregMr", r, c);
+  }
+  if (perf_buf_free(&b->mem)) rc = -1;
+  memset(b, 0, sizeof *b);
+  return rc;
+}
+
 /* Makes sure c has a registered buffer of ENG_STEPS slots of `slot` bytes for protocol p. */
 static int eng_buf_ready(struct engine *e, struct eng_conn *c, enum perf_proto p, size_t slot) {
   struct eng_buf *b = &c->buf[p];
-  if (b->data && b->slot >= slot) return 0;
-  if (b->mh) {
-    ncclResult_t r = netload_dereg_mr(e->nl, c->comm, b->mh);
-    if (r != ncclSuccess) return eng_fail(e, "deregMr", r, c);
-  }
-  free(b->data);
-  memset(b, 0, sizeof *b);
-  if (posix_memalign((void **)&b->data, 4096, slot * ENG_STEPS)) {
-    fprintf(stderr, "braid-perf: rank %d: out of memory\n", e->rank);
-    return -1;
-  }
-  memset(b->data, 0, slot * ENG_STEPS);
+  if (b->mem.ptr && b->slot >= slot) return 0;
+  if (eng_buf_drop(e, c, b)) return -1;
+  enum perf_mem kind = eng_buf_kind(e, p);
+  if (perf_buf_alloc(&b->mem, kind, slot * ENG_STEPS)) return -1;
+  if (!perf_mem_is_gpu(kind)) memset(b->mem.ptr, 0, slot * ENG_STEPS); /* LL flags start clear */
   b->slot = slot;
-  ncclResult_t r = netload_reg_mr(e->nl, c->comm, b->data, slot * ENG_STEPS, NCCL_PTR_HOST, &b->mh);
-  return r == ncclSuccess ? 0 : eng_fail(e, "regMr", r, c);
+  const char *call;
+  ncclResult_t r = perf_buf_reg(e->nl, c->comm, &b->mem, b->mem.ptr, slot * ENG_STEPS, &b->mh, &call);
+  return r == ncclSuccess ? 0 : eng_fail(e, call, r, c);
 }
 
 int eng_conn_release(struct engine *e, struct eng_conn *c) {
   int rc = 0;
-  for (int p = 0; p < 3; p++) {
-    struct eng_buf *b = &c->buf[p];
-    if (b->mh) {
-      ncclResult_t r = netload_dereg_mr(e->nl, c->comm, b->mh);
-      if (r != ncclSuccess) rc = eng_fail(e, "deregMr", r, c);
-    }
-    free(b->data);
-    memset(b, 0, sizeof *b);
-  }
+  for (int p = 0; p < 3; p++)
+    if (eng_buf_drop(e, c, &c->buf[p])) rc = -1;
   return rc;
 }
 
 static char *eng_slot(const struct eng_op *op, struct eng_conn *c, uint64_t i) {
-  return c->buf[op->proto].data + (i % ENG_STEPS) * c->buf[op->proto].slot;
+  return c->buf[op->proto].mem.ptr + (i % ENG_STEPS) * c->buf[op->proto].slot;
+}
+
+/* GPU memory: what the GPU's copy (cuMemcpyHtoD/DtoH) does between the slot and host data. */
+static int eng_slot_write(struct engine *e, const struct eng_op *op, struct eng_conn *c,
+                          uint64_t i, const void *src, size_t len) {
+  const struct eng_buf *b = &c->buf[op->proto];
+  if (!perf_buf_write(&b->mem, (i % ENG_STEPS) * b->slot, src, len)) return 0;
+  fprintf(stderr, "braid-perf: rank %d: filling send %llu to rank %d failed\n", e->rank,
+          (unsigned long long)i, c->peer);
+  return -1;
+}
+
+static int eng_slot_read(struct engine *e, const struct eng_op *op, struct eng_conn *c,
+                         uint64_t i, void *dst, size_t len) {
+  const struct eng_buf *b = &c->buf[op->proto];
+  if (!perf_buf_read(&b->mem, (i % ENG_STEPS) * b->slot, dst, len)) return 0;
+  fprintf(stderr, "braid-perf: rank %d: reading receive %llu from rank %d failed\n", e->rank,
+          (unsigned long long)i, c->peer);
+  return -1;
 }
 
 /* Posts ready sends into free slots, then tests the oldest. 1: progress, 0: none, -1: error. */
@@ -71,9 +93,10 @@ static int eng_send(struct engine *e, const struct eng_op *op, struct eng_conn *
       mh = c->user_mh;
       c->filled = 1;
     } else if (!c->filled) {
-      int simple = op->proto == PERF_PROTO_SIMPLE;
-      if (op->fill(op->ctx, c, i, simple ? slot : e->scratch, &c->fill_len)) break;
+      int simple = op->proto == PERF_PROTO_SIMPLE, in_place = simple && !perf_mem_is_gpu(e->mem);
+      if (op->fill(op->ctx, c, i, in_place ? slot : e->scratch, &c->fill_len)) break;
       if (!simple) proto_encode(op->proto, slot, e->scratch, c->fill_len, c->seq + i);
+      else if (!in_place && eng_slot_write(e, op, c, i, e->scratch, c->fill_len)) return -1;
       c->filled = 1;
       progress = 1;
     }
@@ -147,21 +170,53 @@ static int eng_size_mismatch(struct engine *e, struct eng_conn *c, uint64_t i, i
   return -1;
 }
 
-/* Tests the oldest receives and hands arrived data to the op, in order. */
+/* NCCL's flush after a receive into GPU memory (transport/net.cc recvProxyProgress): Simple
+ * protocol, received size > 0, the buffer in device memory; NCCL then tests the request, NULL
+ * meaning nothing to wait for.  (NCCL calls it only when it needs one: GPUs before sm_90, or
+ * forceFlush, or NCCL_NET_FORCE_FLUSH=1; braid-perf flushes every such receive.) */
+static int eng_flush(struct engine *e, const struct eng_op *op, struct eng_conn *c, uint64_t i,
+                     int size) {
+  if (op->proto != PERF_PROTO_SIMPLE || size <= 0 || !perf_mem_is_gpu(e->mem)) return 0;
+  void *data = eng_slot(op, c, i), *mh = c->buf[op->proto].mh, *req = NULL;
+  if (op->direct) {
+    size_t len;
+    data = op->direct(op->ctx, c, i, &len);
+    mh = c->user_mh;
+  }
+  ncclResult_t r = netload_iflush(e->nl, c->comm, 1, &data, &size, &mh, &req);
+  if (r != ncclSuccess) return eng_fail(e, "iflush", r, c);
+  e->flushes++;
+  e->flush_reqs += req != NULL;
+  c->flush[i % ENG_STEPS] = req;
+  return 0;
+}
+
+/* Tests the oldest receives (and their flushes) and hands arrived data to the op, in order. */
 static int eng_recv_done(struct engine *e, const struct eng_op *op, struct eng_conn *c) {
   int progress = 0;
   while (c->completed < c->posted) {
-    int done = 0, size = 0; /* NCCL zeroes sizes before test */
-    ncclResult_t r = netload_test(e->nl, c->req[c->completed % ENG_STEPS], &done, &size);
-    if (r != ncclSuccess) return eng_fail(e, "test", r, c);
-    if (!done) break;
-    c->got[c->completed % ENG_STEPS] = size;
-    /* done, but not with the message's size: completed early, as the hint allows */
     uint64_t k = c->completed;
-    e->early_recvs += c->hinted[k % ENG_STEPS] &&
-                      (size_t)size != proto_wire_len(op->proto, op->expect(op->ctx, c, k));
+    int done = 0, size = 0; /* NCCL zeroes sizes before test */
+    ncclResult_t r;
+    if (!c->flush[k % ENG_STEPS]) {
+      r = netload_test(e->nl, c->req[k % ENG_STEPS], &done, &size);
+      if (r != ncclSuccess) return eng_fail(e, "test", r, c);
+      if (!done) break;
+      c->got[k % ENG_STEPS] = size;
+      /* done, but not with the message's size: completed early, as the hint allows */
+      e->early_recvs += c->hinted[k % ENG_STEPS] &&
+                        (size_t)size != proto_wire_len(op->proto, op->expect(op->ctx, c, k));
+      progress = 1;
+      if (eng_flush(e, op, c, k, size)) return -1;
+    }
+    if (c->flush[k % ENG_STEPS]) {
+      r = netload_test(e->nl, c->flush[k % ENG_STEPS], &done, NULL);
+      if (r != ncclSuccess) return eng_fail(e, "test (iflush request)", r, c);
+      if (!done) break;
+      c->flush[k % ENG_STEPS] = NULL;
+      progress = 1;
+    }
     c->completed++;
-    progress = 1;
   }
   while (c->consumed < c->completed) {
     uint64_t i = c->consumed;
@@ -171,6 +226,9 @@ static int eng_recv_done(struct engine *e, const struct eng_op *op, struct eng_c
     if (!c->hinted[i % ENG_STEPS] && (size_t)got != wire) return eng_size_mismatch(e, c, i, got, wire);
     if (op->direct) {
       /* landed in place */
+    } else if (op->proto == PERF_PROTO_SIMPLE && perf_mem_is_gpu(e->mem)) {
+      if (eng_slot_read(e, op, c, i, e->scratch, want)) return -1;
+      op->consume(op->ctx, c, i, e->scratch, want);
     } else if (op->proto == PERF_PROTO_SIMPLE) {
       op->consume(op->ctx, c, i, slot, want);
     } else {
@@ -206,7 +264,8 @@ static void eng_dump(struct engine *e, const char *why) {
 
 /* Per-op set-up: staging buffers, scratch space, counters. */
 static int eng_prepare(struct engine *e, const struct eng_op *op) {
-  if (op->proto != PERF_PROTO_SIMPLE && e->scratch_bytes < op->step_data) {
+  int host_side = op->proto != PERF_PROTO_SIMPLE || (perf_mem_is_gpu(e->mem) && !op->direct);
+  if (host_side && e->scratch_bytes < op->step_data) {
     free(e->scratch);
     e->scratch = malloc(op->step_data);
     e->scratch_bytes = e->scratch ? op->step_data : 0;

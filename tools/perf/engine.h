@@ -14,15 +14,17 @@
 #include <stdint.h>
 
 #include "../netload/netload.h"
+#include "mem.h"
 #include "opts.h"
 
 #define ENG_STEPS 8 /* NCCL_STEPS */
 
 struct rdv;
 
-/* A registered staging buffer of ENG_STEPS slots (NCCL's per-protocol connection buffer). */
+/* A registered staging buffer of ENG_STEPS slots (NCCL's per-protocol connection buffer): of
+ * --mem's kind for SIMPLE, host memory for LL and LL128 (mem.h). */
 struct eng_buf {
-  char *data;
+  struct perf_buf mem;  /* mem.ptr: the slots */
   size_t slot;  /* wire bytes per slot */
   void *mh;
 };
@@ -41,6 +43,7 @@ struct eng_conn {
   void *req[ENG_STEPS];
   int got[ENG_STEPS];      /* bytes test() reported */
   int hinted[ENG_STEPS];   /* irecv was posted with the optional-completion hint */
+  void *flush[ENG_STEPS];  /* the receive is done; its iflush request is still pending */
   void *user_mh;           /* registration of the user buffer for eng_op.direct */
 };
 
@@ -58,8 +61,9 @@ struct eng_op {
   /* Receive message i of c has arrived (in order); src holds `len` data bytes. */
   void (*consume)(void *ctx, struct eng_conn *c, uint64_t i, const void *src, size_t len);
   /* Optional (SIMPLE only): message i of c goes straight from / into the user's registered
-   * buffer (c->user_mh), as NCCL's p2p does with registered user buffers: returns its address
-   * and sets *len to its data bytes.  fill/consume are then not called; no staging copy. */
+   * buffer (c->user_mh, of --mem's kind), as NCCL's p2p does with registered user buffers:
+   * returns its address and sets *len to its data bytes.  fill/consume are then not called; no
+   * staging copy. */
   char *(*direct)(void *ctx, struct eng_conn *c, uint64_t i, size_t *len);
 };
 
@@ -70,12 +74,14 @@ struct engine {
   int timeout_s;
   int optional_recv;       /* NCCL_NET_OPTIONAL_RECV_COMPLETION */
   int yield_idle;
+  enum perf_mem mem;       /* --mem: the SIMPLE staging buffers' kind (and the user buffers') */
   struct eng_conn **conns;
   int nconns;
-  char *scratch;           /* LL/LL128 encode/decode area */
+  char *scratch;           /* LL/LL128 encode/decode area; SIMPLE's host side for GPU memory */
   size_t scratch_bytes;
   uint64_t null_sends, null_recvs, hint_posts; /* statistics */
   uint64_t early_recvs; /* hinted receives test() completed with another size than sent */
+  uint64_t flushes, flush_reqs; /* iflush calls, and those that returned a request to test */
 };
 
 /* Runs one operation until every connection with total > 0 has moved all its messages.

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "dtype.h"
+#include "mem.h"
 #include "param.h"
 
 static const char *const opts_usage =
@@ -62,6 +63,23 @@ static const char *const opts_usage =
     "                         NCCL does for unregistered user buffers (the GPU's copies then\n"
     "                         run on this CPU); default: send from and receive into the user\n"
     "                         buffer, as NCCL's p2p does with registered buffers\n"
+    "Memory (the Simple protocol's staging buffers and sendrecv's user buffers; LL, LL128\n"
+    "and CollNet stay in host memory):\n"
+    "  --mem host|cuda|dmabuf|udmabuf   (default host)\n"
+    "                         host: malloc'ed memory, regMr(NCCL_PTR_HOST)\n"
+    "                         cuda: GPU memory (the CUDA driver is loaded at run time; rank\n"
+    "                         R uses GPU R mod the GPU count), regMr(NCCL_PTR_CUDA): the\n"
+    "                         plugin must advertise NCCL_PTR_CUDA\n"
+    "                         dmabuf: GPU memory exported as a dma-buf fd per registration,\n"
+    "                         regMrDmaBuf(NCCL_PTR_CUDA, offset, fd), the fd closed right\n"
+    "                         after the call: the plugin must advertise NCCL_PTR_DMABUF and\n"
+    "                         have a regMrDmaBuf\n"
+    "                         udmabuf: TEST ONLY: host memory exported as a dma-buf through\n"
+    "                         /dev/udmabuf, regMrDmaBuf(NCCL_PTR_HOST, ...): real dma-buf fds\n"
+    "                         on a machine without a GPU (needs NCCL_PTR_DMABUF too)\n"
+    "                         GPU data is filled and checked with cuMemcpyHtoD/DtoH, and every\n"
+    "                         Simple receive of size > 0 into GPU memory is flushed (iflush,\n"
+    "                         its request tested until done), as NCCL does when it must flush\n"
     "Calibration (for the braid tuner's BRAID_TUNER_CALIB; allreduce):\n"
     "  --calibrate FILE       measure ring and tree with LL, LL128 and Simple, and CollNet\n"
     "                         (Simple) when it is enabled (NCCL_COLLNET_ENABLE=1, or\n"
@@ -94,7 +112,9 @@ static const char *const opts_usage =
     "NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS, NCCL_PROTO, NCCL_ALGO, NCCL_DEBUG,\n"
     "NCCL_DEBUG_SUBSYS (default INIT,BOOTSTRAP,ENV as NCCL: add NET to see net lines),\n"
     "NCCL_TUNER_PLUGIN, NCCL_COLLNET_ENABLE (--algo auto|nccl, --calibrate).\n"
-    "Exit status: 0 all results right; 1 wrong results; 2 a plugin call or the run failed.\n";
+    "Exit status: 0 all results right; 1 wrong results; 2 a plugin call or the run failed;\n"
+    "3 the plugin does not take --mem's memory (ptrSupport, regMrDmaBuf); 77 this machine\n"
+    "cannot provide it (no CUDA GPU or driver, no dma-buf export, no /dev/udmabuf).\n";
 
 static void opts_die(const char *what, const char *val) {
   fprintf(stderr, "braid-perf: bad %s \"%s\" (try --help)\n", what, val ? val : "");
@@ -293,6 +313,9 @@ static void opts_validate(struct perf_opts *o, int algo_given, int proto_given) 
     if (o->proto != PERF_PROTO_AUTO && o->proto != PERF_PROTO_SIMPLE)
       opts_die("--algo collnet (Simple protocol only), protocol", perf_proto_name(o->proto));
     o->proto = PERF_PROTO_SIMPLE;
+    if (o->mem != PERF_MEM_HOST)
+      opts_die("--mem with --algo collnet (braid-perf's CollNet buffers are host memory), --mem",
+               perf_mem_name(o->mem));
   }
   if (o->factor <= 1 && !o->step_bytes) opts_die("-f (must be > 1)", "");
   if (o->max_bytes < o->min_bytes) opts_die("-e (smaller than -b)", "");
@@ -304,7 +327,7 @@ static void opts_validate(struct perf_opts *o, int algo_given, int proto_given) 
 enum {
   OPT_RANK = 256, OPT_NRANKS, OPT_RDV, OPT_ALGO, OPT_PROTO, OPT_ONEWAY, OPT_PLUGIN, OPT_NETV,
   OPT_DEV, OPT_TIMEOUT, OPT_JSON, OPT_CHECK_ALL, OPT_NO_YIELD, OPT_PARAMS, OPT_STEP,
-  OPT_STAGED, OPT_CALIBRATE, OPT_REPEATS, OPT_LINK_GBS, OPT_HEADS
+  OPT_STAGED, OPT_CALIBRATE, OPT_REPEATS, OPT_LINK_GBS, OPT_HEADS, OPT_MEM
 };
 
 static const struct option opts_long[] = {
@@ -325,6 +348,7 @@ static const struct option opts_long[] = {
     {"repeats", required_argument, 0, OPT_REPEATS},
     {"link-gbs", required_argument, 0, OPT_LINK_GBS},
     {"heads", required_argument, 0, OPT_HEADS},
+    {"mem", required_argument, 0, OPT_MEM},
     {0, 0, 0, 0}};
 
 static void opts_one(struct perf_opts *o, int c, const char *a) {
@@ -367,6 +391,9 @@ static void opts_one(struct perf_opts *o, int c, const char *a) {
     case OPT_REPEATS: o->repeats = (int)opts_int(a, "--repeats", 1, 1000); break;
     case OPT_LINK_GBS: o->link_gbs = opts_gbs(a); break;
     case OPT_HEADS: o->collnet_heads = (int)opts_int(a, "--heads (1..8)", 1, 8); break;
+    case OPT_MEM:
+      if (perf_mem_parse(a, &o->mem)) opts_die("--mem (host, cuda, dmabuf or udmabuf)", a);
+      break;
     case OPT_PARAMS: braid_params_print(stdout); exit(0);
     case 'h': fputs(opts_usage, stdout); exit(0);
     default: fputs(opts_usage, stderr); exit(2);

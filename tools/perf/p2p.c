@@ -5,7 +5,8 @@
  * in pieces of NCCL_P2P_NET_CHUNKSIZE (SIMPLE) or one LL slot; channels get at least one piece
  * each, so small messages use fewer channels. A 0-byte send is one 0-byte message.
  * Simple pieces go straight from / into the registered user buffers (NCCL's p2p path for
- * registered buffers); --staged copies through the 8-slot staging buffers instead. */
+ * registered buffers); --staged copies through the 8-slot staging buffers instead. With --mem
+ * other than host the user buffers are plan_args' in_mem/out_mem, registered as mem.h says. */
 #include <string.h>
 
 #include "plan.h"
@@ -46,6 +47,8 @@ static char *p2p_direct(void *ctx, struct eng_conn *c, uint64_t i, size_t *len) 
   struct p2p_ctx *x = ctx;
   size_t off;
   *len = p2p_piece(x, c->chan, i, &off);
+  const struct perf_buf *m = c->is_send ? x->a->in_mem : x->a->out_mem;
+  if (m) return m->ptr + off;
   return c->is_send ? (char *)x->a->in + off : x->a->out + off;
 }
 
@@ -55,10 +58,16 @@ static int p2p_register(struct engine *e, const struct plan_args *a, int reg) {
   for (int k = 0; k < e->nconns; k++) {
     struct eng_conn *c = e->conns[k];
     if (reg && c->total) {
-      void *buf = c->is_send ? (void *)a->in : (void *)a->out;
-      ncclResult_t r = netload_reg_mr(e->nl, c->comm, buf, a->count ? a->count : 1, NCCL_PTR_HOST,
-                                      &c->user_mh);
-      if (r != ncclSuccess) return eng_fail(e, "regMr", r, c);
+      const struct perf_buf *m = c->is_send ? a->in_mem : a->out_mem;
+      struct perf_buf host = {.kind = PERF_MEM_HOST, .fd = -1};
+      if (!m) {
+        host.ptr = host.base = c->is_send ? (char *)a->in : a->out;
+        m = &host;
+      }
+      const char *call;
+      ncclResult_t r = perf_buf_reg(e->nl, c->comm, m, m->ptr, a->count ? a->count : 1,
+                                    &c->user_mh, &call);
+      if (r != ncclSuccess) return eng_fail(e, call, r, c);
     } else if (!reg && c->user_mh) {
       ncclResult_t r = netload_dereg_mr(e->nl, c->comm, c->user_mh);
       if (r != ncclSuccess) rc = eng_fail(e, "deregMr", r, c);
@@ -86,12 +95,16 @@ static void p2p_plan(struct engine *e, struct p2p_ctx *x) {
   }
 }
 
+int p2p_direct_used(const struct plan_args *a) {
+  return a->proto.proto == PERF_PROTO_SIMPLE && !a->o->staged;
+}
+
 int p2p_run(struct engine *e, const struct plan_args *a) {
   struct p2p_ctx x = {.a = a};
   p2p_plan(e, &x);
   struct eng_op op = {a->proto.proto, a->proto.slot_wire, a->proto.step_data, &x,
                       p2p_fill, p2p_expect, p2p_consume, NULL};
-  if (a->proto.proto != PERF_PROTO_SIMPLE || a->o->staged) return eng_run(e, &op);
+  if (!p2p_direct_used(a)) return eng_run(e, &op);
   op.direct = p2p_direct;
   if (p2p_register(e, a, 1)) return p2p_register(e, a, 0), -1;
   int rc = eng_run(e, &op);

@@ -20,6 +20,10 @@ struct plan_args {
   char *tmp;            /* reducescatter partial sums: as large as `in` */
   size_t count;         /* sendrecv: bytes; allreduce: elements; allgather/reducescatter:
                            elements per rank */
+  /* sendrecv with --mem other than host: user buffers of that kind, which the direct path
+   * (p2p_direct_used) sends from and receives into; bench.c copies `in` into in_mem and out_mem
+   * back into `out`, untimed. NULL otherwise. */
+  const struct perf_buf *in_mem, *out_mem;
   struct proto_cfg proto;
 };
 
@@ -41,6 +45,8 @@ void plan_split(size_t count, int nch, int c, size_t align, size_t *start, size_
 struct eng_conn *plan_conn(struct engine *e, int chan, int peer, int is_send);
 
 int p2p_run(struct engine *e, const struct plan_args *a);
+/* Whether p2p_run moves the data straight from / into the user buffers (Simple, not --staged). */
+int p2p_direct_used(const struct plan_args *a);
 int ring_run(struct engine *e, const struct plan_args *a);
 int tree_run(struct engine *e, const struct plan_args *a);
 

@@ -12,6 +12,7 @@
 #include "bench.h"
 #include "collnet.h"
 #include "logger.h"
+#include "mem.h"
 #include "multi.h"
 #include "rdv.h"
 #include "setup.h"
@@ -20,10 +21,17 @@
 
 /* Everything a rank does between joining and leaving the rendezvous. */
 static int rank_session(const struct perf_opts *given, struct rdv *r) {
-  int rank = r->rank;
+  int rank = r->rank, rc;
   static struct perf_net pn;
   struct engine *e = &pn.eng;
+  char memdesc[512] = "";
+  /* NCCL's order: the GPU first, then the plugin's properties, then buffers */
+  if (perf_mem_is_gpu(given->mem) && (rc = perf_mem_start(given->mem, rank, memdesc, sizeof memdesc)))
+    return rc;
   if (setup_plugin(&pn, given, r, rank)) return 2;
+  if ((rc = perf_mem_check_plugin(given->mem, &pn.nl, &pn.props, rank, pn.dev))) return rc;
+  if (!perf_mem_is_gpu(given->mem) && (rc = perf_mem_start(given->mem, rank, memdesc, sizeof memdesc)))
+    return rc;
   static struct perf_opts opts;
   opts = *given;
   perf_opts_after_plugin_init(&opts);
@@ -34,6 +42,7 @@ static int rank_session(const struct perf_opts *given, struct rdv *r) {
   e->timeout_s = o->timeout_s;
   e->optional_recv = o->optional_recv;
   e->yield_idle = o->yield_idle;
+  e->mem = o->mem;
   int only_collnet = o->algo == PERF_ALGO_COLLNET; /* CollNet chain instead of net connections */
   if (only_collnet && collnet_setup(&pn, o, r)) return 2;
   static struct multi m; /* --calibrate, --algo auto|nccl */
@@ -41,9 +50,11 @@ static int rank_session(const struct perf_opts *given, struct rdv *r) {
   if (!only_collnet && setup_connect(&pn, o, m.nch, r)) return 2;
   char describe[4096];
   setup_describe(&pn, describe, sizeof describe);
+  size_t used = strlen(describe);
+  snprintf(describe + used, sizeof describe - used, "%s", memdesc);
   if (collnet_ready(&pn)) collnet_describe(&pn, describe, sizeof describe);
   multi_describe(&m, describe, sizeof describe);
-  int rc = bench_run(&pn, o, r, describe, multi_mode(&m));
+  rc = bench_run(&pn, o, r, describe, multi_mode(&m));
   if (multi_finish(&m, rank, describe, rc == 0)) rc = 2;
   if (rdv_barrier(r)) return 2; /* nobody closes comms a peer still uses */
   if (pn.coll && collnet_close(&pn, r)) rc = 2;
