@@ -190,7 +190,7 @@ ncclResult_t vdev_v12(int *d, ncclNetVDeviceProps_v12_t *p) {
   .deregMr = braid_net_dereg_mr, .iflush = braid_net_iflush, .test = braid_net_test, \
   .closeSend = braid_net_close_send, .closeRecv = braid_net_close_recv,              \
   .closeListen = braid_net_close_listen, .getDeviceMr = NULL, .irecvConsumed = NULL, \
-  .regMrDmaBuf = NULL
+  .regMrDmaBuf = braid_net_reg_mr_dmabuf
 
 EXPORT ncclNet_v7_t ncclNetPlugin_v7 = {
     .name = PLUGIN_NAME, .init = init_v7, .devices = braid_net_devices,

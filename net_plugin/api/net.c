@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/memtypes.h"
 #include "collnet/collnet.h"
 #include "comm/comm.h"
 #include "comm/life.h"
@@ -108,7 +109,7 @@ ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
   p->name = d->name;
   p->pci_path = d->pci_path;
   p->guid = (uint64_t)dev;
-  p->ptr_support = NCCL_PTR_HOST;
+  p->ptr_support = braid_dev_ptr_support(dev);
   p->speed = d->speed_mbps;
   p->port = 0;
   p->max_comms = 65536;
@@ -156,25 +157,66 @@ static struct braid_comm *net_comm(void *comm, int kind, const char *what) {
   return c;
 }
 
-ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
+static const char *mem_type_name(int type) {
+  return type == NCCL_PTR_HOST ? "host" : type == NCCL_PTR_CUDA ? "CUDA" : type == NCCL_PTR_DMABUF ? "dma-buf" : "unknown";
+}
+
+/* Registration of d on comm: refused (WARN, ncclInvalidArgument) when the comm's device did not
+ * advertise the memory type or the comm's path takes host memory only. */
+static ncclResult_t net_reg(void *comm, void *data, size_t size, const struct braid_mem_desc *d,
+                            void **mhandle) {
   *mhandle = NULL;
-  if (!net_comm(comm, 0, "regMr")) return ncclInvalidArgument;
-  if (type != NCCL_PTR_HOST) {
-    BRAID_WARN("regMr of memory type %d: braid registers host memory only (ptrSupport HOST)", type);
+  struct braid_comm *c = net_comm(comm, 0, d->type == NCCL_PTR_DMABUF ? "regMrDmaBuf" : "regMr");
+  if (!c) return ncclInvalidArgument;
+  if (d->type != NCCL_PTR_HOST && d->type != NCCL_PTR_CUDA && d->type != NCCL_PTR_DMABUF) {
+    BRAID_WARN("regMr of memory type %d: not a type NCCL defines (host 1, CUDA 2, dma-buf 4)", d->type);
     return ncclInvalidArgument;
   }
-  struct braid_comm *c = comm;
+  if (d->type != NCCL_PTR_HOST) {
+    int ptr = braid_dev_ptr_support(c->dev);
+    if (!(ptr & d->type)) {
+      BRAID_WARN("regMr of %s memory (%zu bytes at %p) on device %d, which advertised ptrSupport 0x%x "
+                 "(see its INFO line)", mem_type_name(d->type), size, data, c->dev, ptr);
+      return ncclInvalidArgument;
+    }
+    if (!c->path->reg) {
+      BRAID_WARN("regMr of %s memory (%zu bytes at %p): this connection's %s path carries host memory only",
+                 mem_type_name(d->type), size, data, c->path->name);
+      return ncclInvalidArgument;
+    }
+  }
   struct braid_mr *mr = malloc(sizeof *mr);
   if (!mr) return ncclSystemError;
-  *mr = (struct braid_mr){MR_MAGIC, type, data, size, NULL};
-  if (c->path->reg && c->path->reg(c, data, size, &mr->mem)) {
+  *mr = (struct braid_mr){MR_MAGIC, d->type, data, size, NULL};
+  if (c->path->reg && c->path->reg(c, data, size, d, &mr->mem)) {
     free(mr);
-    BRAID_WARN("regMr of %zu bytes at %p: the %s registration failed (see the WARN above)", size, data,
-               c->path->name);
+    BRAID_WARN("regMr of %zu bytes of %s memory at %p: the %s registration failed (see the WARN above)", size,
+               mem_type_name(d->type), data, c->path->name);
     return ncclSystemError;
   }
   *mhandle = mr;
   return ncclSuccess;
+}
+
+ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
+  struct braid_mem_desc d = {.type = type, .fd = -1, .offset = 0};
+  return net_reg(comm, data, size, &d, mhandle);
+}
+
+/* fd -1: a registration like regMr's (NCCL's net_ib does the same); else type must be dma-buf. */
+ncclResult_t braid_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                                     void **mhandle) {
+  *mhandle = NULL;
+  if (fd >= 0 && type != NCCL_PTR_DMABUF) {
+    BRAID_WARN("regMrDmaBuf of a dma-buf fd with memory type %d (expected NCCL_PTR_DMABUF, 4)", type);
+    return ncclInvalidArgument;
+  }
+  if (fd < 0 && type == NCCL_PTR_DMABUF) {
+    BRAID_WARN("regMrDmaBuf of dma-buf memory without a dma-buf fd (%d)", fd);
+    return ncclInvalidArgument;
+  }
+  struct braid_mem_desc d = {.type = type, .fd = fd, .offset = offset};
+  return net_reg(comm, data, size, &d, mhandle);
 }
 
 ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
@@ -227,11 +269,28 @@ ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *
   return braid_xfer_irecv(c, n, data, sizes, tags, mem, hint, request);
 }
 
+/* Only GPU memory needs a flush (NCCL asks only after GPUDirect receives); NCCL's net_ib reads
+ * from the last buffer that received data, and so does braid. */
 ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
                               void **request) {
-  (void)n, (void)data, (void)sizes, (void)mhandles;
-  *request = NULL; /* host memory: nothing to make visible */
-  return net_comm(recv_comm, BRAID_COMM_RECV, "iflush") ? ncclSuccess : ncclInvalidArgument;
+  *request = NULL;
+  struct braid_comm *c = net_comm(recv_comm, BRAID_COMM_RECV, "iflush");
+  if (!c) return ncclInvalidArgument;
+  if (n < 0 || n > BRAID_MAX_RECVS || (n > 0 && (!data || !sizes))) {
+    BRAID_WARN("iflush of %d buffers (data %p, sizes %p)", n, (void *)data, (void *)sizes);
+    return ncclInvalidArgument;
+  }
+  int last = -1;
+  for (int i = 0; i < n; i++)
+    if (sizes[i] > 0) last = i;
+  if (last < 0) return ncclSuccess; /* nothing received */
+  struct braid_mr *mr = mhandles ? mhandles[last] : NULL;
+  if (!mr || mr->magic != MR_MAGIC) {
+    BRAID_WARN("iflush of %d bytes with an invalid memory handle %p", sizes[last], (void *)mr);
+    return ncclInvalidArgument;
+  }
+  if (mr->type == NCCL_PTR_HOST || braid_param_int(BRAID_P_IB_GDR_FLUSH_DISABLE)) return ncclSuccess;
+  return braid_xfer_iflush(c, data[last], mr->mem, request);
 }
 
 ncclResult_t braid_net_test(void *request, int *done, int *sizes) {

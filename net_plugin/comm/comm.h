@@ -21,7 +21,7 @@
 #define BRAID_SEND_BATCH 16           /* frames queued per stream (sockets: written by one writev) */
 
 enum braid_comm_kind { BRAID_COMM_LISTEN = 0x4C, BRAID_COMM_SEND = 0x53, BRAID_COMM_RECV = 0x52 };
-enum braid_req_kind { BRAID_REQ_FREE = 0, BRAID_REQ_SEND, BRAID_REQ_RECV };
+enum braid_req_kind { BRAID_REQ_FREE = 0, BRAID_REQ_SEND, BRAID_REQ_RECV, BRAID_REQ_FLUSH };
 
 struct braid_comm;
 struct braid_chunk;
@@ -235,6 +235,8 @@ ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int
  * taken). */
 ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,
                               const int *tags, void *mem, bool hint, void **request);
+/* iflush of data (registered by the path as mem): *request NULL when nothing needs doing. */
+ncclResult_t braid_xfer_iflush(struct braid_comm *c, void *data, void *mem, void **request);
 ncclResult_t braid_xfer_test(void *request, int *done, int *sizes);
 
 #endif

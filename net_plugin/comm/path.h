@@ -22,6 +22,15 @@
 struct braid_comm;
 struct braid_req;
 
+/* What a registration is of: NCCL_PTR_HOST or NCCL_PTR_CUDA memory at the buffer's address, or
+ * (NCCL_PTR_DMABUF) the dma-buf fd at offset, mapped at the buffer's address.  The fd is NCCL's
+ * and valid only during the call; -1 when there is none. */
+struct braid_mem_desc {
+  int type;
+  int fd;
+  uint64_t offset;
+};
+
 struct braid_path_ops {
   const char *name;
   int max_recvs; /* the largest grouped receive the path takes */
@@ -30,15 +39,21 @@ struct braid_path_ops {
   ncclResult_t (*start)(struct braid_comm *c);
   /* Whether data may be posted: 1 yes, 0 not yet (NCCL retries the call), -1 failed (c->err). */
   int (*ready)(struct braid_comm *c);
-  /* The path's own registration of [data, data+size) in *mem (NULL: the path needs none, and
-   * then isend/irecv take any memory).  deregister undoes it; it may run on another thread than
-   * the data path (NCCL's proxy service thread). */
-  ncclResult_t (*reg)(struct braid_comm *c, void *data, size_t size, void **mem);
+  /* The path's own registration of [data, data+size), described by *desc, in *mem (reg NULL:
+   * the path needs none, takes host memory only, and then isend/irecv take any memory).
+   * deregister undoes it; it may run on another thread than the data path (NCCL's proxy service
+   * thread).  Everything the registration needs from desc->fd happens inside the call. */
+  ncclResult_t (*reg)(struct braid_comm *c, void *data, size_t size, const struct braid_mem_desc *desc,
+                      void **mem);
   void (*dereg)(struct braid_comm *c, void *data, size_t size, void *mem);
   /* Post r (its fields filled by xfer.c).  *again: no room now, r is released and NCCL retries.
    * An error releases r; c->err, when set, is the comm's for good. */
   ncclResult_t (*isend)(struct braid_comm *c, struct braid_req *r, void *mem, bool *again);
   ncclResult_t (*irecv)(struct braid_comm *c, struct braid_req *r, void *mem, bool *again);
+  /* Makes the data received into data (registered as mem, GPU memory) visible to the GPU: r
+   * (a BRAID_REQ_FLUSH) completes through test once it is.  *none: nothing to do, r released.
+   * NULL: the path never needs a flush. */
+  ncclResult_t (*flush)(struct braid_comm *c, struct braid_req *r, void *data, void *mem, bool *none);
   /* Progress for r; sets r->done (and the sizes of a receive's slots) when it completed. */
   ncclResult_t (*test)(struct braid_comm *c, struct braid_req *r);
   /* Stops everything that could still write into memory (endpoints closed, queue pairs fenced);

@@ -91,6 +91,20 @@ ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const si
   return xfer_posted(r, rc, again, request);
 }
 
+ncclResult_t braid_xfer_iflush(struct braid_comm *c, void *data, void *mem, void **request) {
+  *request = NULL;
+  if (c->err) return c->err;
+  if (!c->path->flush) return ncclSuccess; /* the path never needs one */
+  struct braid_req *r = braid_req_alloc(c, BRAID_REQ_FLUSH);
+  if (!r) { /* NCCL cannot retry an iflush (a NULL request means done): say so */
+    BRAID_WARN("iflush with every request of the comm in flight (%d)", c->nreqs);
+    return ncclInternalError;
+  }
+  bool none = false;
+  ncclResult_t rc = c->path->flush(c, r, data, mem, &none);
+  return xfer_posted(r, rc, none, request);
+}
+
 ncclResult_t braid_xfer_test(void *request, int *done, int *sizes) {
   struct braid_req *r = request;
   *done = 0;

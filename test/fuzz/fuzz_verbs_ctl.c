@@ -28,6 +28,7 @@
 #include "net_stubs.h"
 #include "transport/verbs/verbs_conn.h"
 #include "transport/verbs/verbs_ep.h"
+#include "transport/verbs/verbs_flush.h"
 
 #include "fuzz_check.h"
 #include "fuzz_script.h"
@@ -80,6 +81,27 @@ int braid_verbs_ep_reg(struct braid_verbs_ep *ep, void *buf, size_t len, struct 
   return 0;
 }
 void braid_verbs_ep_dereg(struct braid_verbs_ep *ep, struct braid_verbs_mr *mr) { (void)ep, (void)mr; }
+int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, uint64_t offset, int fd,
+                              struct braid_verbs_mr *out) {
+  (void)offset, (void)fd;
+  return braid_verbs_ep_reg(ep, buf, len, out);
+}
+/* The harness never flushes (braid_vc_flush is not scripted): the loopback QP never opens. */
+int braid_verbs_flush_open(struct braid_verbs_ep *ep, struct braid_verbs_flush **out) {
+  (void)ep;
+  *out = NULL;
+  return -1;
+}
+int braid_verbs_flush_post(struct braid_verbs_flush *f, const struct braid_verbs_mr *mr, const void *addr,
+                           uint64_t cookie) {
+  (void)f, (void)mr, (void)addr, (void)cookie;
+  return -1;
+}
+int braid_verbs_flush_poll(struct braid_verbs_flush *f, struct braid_verbs_ev *ev, int max) {
+  (void)f, (void)ev, (void)max;
+  return 0;
+}
+void braid_verbs_flush_close(struct braid_verbs_flush *f) { (void)f; }
 static int post(struct braid_verbs_ep *ep, uint64_t cookie, uint8_t type) {
   if (ep->fenced) return 0; /* flushed: its completion never comes (the drain is assumed) */
   if (ep->nposted == POSTQ) return 1;
@@ -379,7 +401,7 @@ static void setup(uint8_t cfg) {
     caps[k] = (size_t)(k + 1) * chunk * 3 / 4 + (size_t)k * 97;
     bufs[k] = malloc(caps[k]);
     CHECK(bufs[k]);
-    CHECK(braid_vc_reg(vc, bufs[k], caps[k], &mems[k]) == 0);
+    CHECK(braid_vc_reg(vc, bufs[k], caps[k], -1, 0, &mems[k]) == 0);
   }
   failed = false;
   next_seq = 0;

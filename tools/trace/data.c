@@ -68,6 +68,34 @@ ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, voi
   return rc;
 }
 
+ncclResult_t braid_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                                     void **mhandle) {
+  uint64_t t0 = braid_now_ns();
+  *mhandle = NULL;
+  struct trace_comm *c = trace_comm_get(comm, 0, "regMrDmaBuf");
+  if (!c) return ncclInvalidArgument;
+  void *inner = NULL;
+  ncclResult_t rc = netload_reg_mr_dmabuf(&trace_nl, c->inner, data, size, type, offset, fd, &inner);
+  uint64_t t1 = braid_now_ns();
+  struct trace_mr *m = NULL;
+  if (rc == ncclSuccess && inner) {
+    if ((m = malloc(sizeof *m))) {
+      *m = (struct trace_mr){TRACE_MAGIC_MR, trace_next_id(TRACE_ID_MR), inner};
+    } else {
+      netload_dereg_mr(&trace_nl, c->inner, inner);
+      rc = ncclSystemError;
+    }
+  }
+  *mhandle = m;
+  struct trace_line l;
+  trace_line_begin(&l, "regmr", t0); /* shape counts it with regMr's */
+  trace_line_add(&l, "comm=c%d size=%zu type=%d offset=%llu fd=%d", c->id, size, type,
+                 (unsigned long long)offset, fd);
+  data_add_mr(&l, m);
+  trace_emit(&l, rc, t0, t1, NULL, 0, 0);
+  return rc;
+}
+
 ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
   uint64_t t0 = braid_now_ns();
   struct trace_comm *c = trace_comm_get(comm, 0, "deregMr");

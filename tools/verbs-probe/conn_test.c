@@ -224,8 +224,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < INFLIGHT; i++) {
     x.sbuf[i] = malloc(x.cap);
     x.rbuf[i] = malloc(x.cap);
-    if (!x.sbuf[i] || !x.rbuf[i] || braid_vc_reg(x.vc[0], x.sbuf[i], x.cap, &x.smem[i]) ||
-        braid_vc_reg(x.vc[1], x.rbuf[i], x.cap, &x.rmem[i]))
+    if (!x.sbuf[i] || !x.rbuf[i] || braid_vc_reg(x.vc[0], x.sbuf[i], x.cap, -1, 0, &x.smem[i]) ||
+        braid_vc_reg(x.vc[1], x.rbuf[i], x.cap, -1, 0, &x.rmem[i]))
       return fail(&x, "buffers"), 1;
   }
   printf("connected: %d rails, chunk %zu, %s striping\n", nrails, chunk, o.equal ? "equal" : "adaptive");

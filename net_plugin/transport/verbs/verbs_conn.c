@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "log.h"
 #include "stripe/sched.h"
+#include "transport/verbs/verbs_flush.h"
 #include "wire/verbs.h"
 
 enum { CH_UNSENT, CH_INFLIGHT, CH_ACKED };
@@ -100,6 +101,12 @@ struct braid_vc {
   uint32_t r_seq; /* next irecv */
   uint16_t r_posted;
   struct rreq r[BRAID_VC_SLOTS];
+  /* receiver: GPUDirect flushes (one loopback QP per rail, opened at the first flush) */
+  struct braid_verbs_flush *flush[BRAID_VC_MAX_RAILS];
+  struct {
+    bool used;
+    int pending; /* reads not yet completed */
+  } fl[BRAID_VC_FLUSHES];
 };
 
 __attribute__((format(printf, 2, 3))) static int vc_fail(struct braid_vc *vc, const char *fmt, ...) {
@@ -444,6 +451,7 @@ static void on_event(struct braid_vc *vc, int r, const struct braid_verbs_ev *ev
     if (vc->sender) vc_fail(vc, "a write arrived on a sending connection");
     else r_imm(vc, ev->imm, ev->len);
     break;
+  case BRAID_VERBS_EV_READ_DONE: break; /* flush reads complete on their own CQ (braid_vc_flush_test) */
   case BRAID_VERBS_EV_ERROR:
     if (ev->cookie & COOKIE_CTL) { /* a control send: post it again on another rail */
       struct ctlmsg *c = &vc->ctl[ev->cookie & (CTLQ - 1)];
@@ -586,7 +594,7 @@ int braid_vc_connect(struct braid_vc *vc, const struct braid_verbs_ep_addr *peer
   for (int r = 0; r < vc->nrails; r++)
     if (braid_verbs_ep_connect(vc->ep[r], &peer[r])) return vc_fail(vc, "connecting rail %s failed", braid_verbs_ep_name(vc->ep[r]));
   if (vc->sender) return 0;
-  if (!(vc->scratch = malloc(vc->chunk)) || braid_vc_reg(vc, vc->scratch, vc->chunk, &vc->scratch_mem))
+  if (!(vc->scratch = malloc(vc->chunk)) || braid_vc_reg(vc, vc->scratch, vc->chunk, -1, 0, &vc->scratch_mem))
     return vc_fail(vc, "cannot register the probes' scratch area");
   struct braid_vctl a = {.type = BRAID_VCTL_AREA,
                          .area = {.nrails = (uint8_t)vc->nrails, .addr = (uintptr_t)vc->scratch,
@@ -595,11 +603,12 @@ int braid_vc_connect(struct braid_vc *vc, const struct braid_verbs_ep_addr *peer
   return ctl_queue(vc, &a) ? -1 : braid_vc_progress(vc);
 }
 
-int braid_vc_reg(struct braid_vc *vc, void *buf, size_t len, struct braid_vc_mem **out) {
+int braid_vc_reg(struct braid_vc *vc, void *buf, size_t len, int fd, uint64_t offset, struct braid_vc_mem **out) {
   struct braid_vc_mem *m = calloc(1, sizeof *m);
   if (!m) return -1;
   for (int r = 0; len && r < vc->nrails; r++, m->n++)
-    if (braid_verbs_ep_reg(vc->ep[r], buf, len, &m->mr[r])) {
+    if (fd >= 0 ? braid_verbs_ep_reg_dmabuf(vc->ep[r], buf, len, offset, fd, &m->mr[r])
+                : braid_verbs_ep_reg(vc->ep[r], buf, len, &m->mr[r])) {
       braid_vc_dereg(vc, m);
       return -1;
     }
@@ -702,6 +711,51 @@ int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size) {
   return 0;
 }
 
+int braid_vc_flush(struct braid_vc *vc, const void *buf, struct braid_vc_mem *mem, int *req) {
+  if (vc->failed) return -1;
+  if (vc->sender) return vc_fail(vc, "flush on a sending connection");
+  if (!mem || mem->n != vc->nrails || !mem_covers(mem, buf, 1))
+    return vc_fail(vc, "a flush of %p outside its memory registration", buf);
+  int k = 0;
+  while (k < BRAID_VC_FLUSHES && vc->fl[k].used) k++;
+  if (k == BRAID_VC_FLUSHES) return 1;
+  for (int r = 0; r < vc->nrails; r++) /* room on every live rail's QP first: all or nothing */
+    if (!vc->down[r] && vc->flush[r] == NULL && braid_verbs_flush_open(vc->ep[r], &vc->flush[r]))
+      return vc_fail(vc, "cannot open the flush queue pair of rail %s", braid_verbs_ep_name(vc->ep[r]));
+  vc->fl[k].pending = 0;
+  for (int r = 0; r < vc->nrails; r++) {
+    if (vc->down[r]) continue; /* a fenced rail's writes were all drained before it was failed */
+    int rc = braid_verbs_flush_post(vc->flush[r], &mem->mr[r], buf, (uint64_t)k);
+    if (rc < 0) return vc_fail(vc, "posting the flush read on rail %s failed", braid_verbs_ep_name(vc->ep[r]));
+    if (rc == 1) return vc_fail(vc, "rail %s's flush queue is full", braid_verbs_ep_name(vc->ep[r]));
+    vc->fl[k].pending++;
+  }
+  if (!vc->fl[k].pending) return vc_fail(vc, "a flush with every rail down");
+  vc->fl[k].used = true;
+  *req = k;
+  return 0;
+}
+
+int braid_vc_flush_test(struct braid_vc *vc, int req, bool *done) {
+  *done = false;
+  if (braid_vc_progress(vc)) return -1;
+  if (req < 0 || req >= BRAID_VC_FLUSHES || !vc->fl[req].used) return vc_fail(vc, "test of an unknown flush");
+  for (int r = 0; r < vc->nrails; r++) {
+    struct braid_verbs_ev ev[BRAID_VERBS_FLUSH_DEPTH];
+    int n = vc->flush[r] ? braid_verbs_flush_poll(vc->flush[r], ev, BRAID_VERBS_FLUSH_DEPTH) : 0;
+    if (n < 0) return vc_fail(vc, "rail %s's flush queue cannot be polled", braid_verbs_ep_name(vc->ep[r]));
+    for (int i = 0; i < n; i++) {
+      if (ev[i].kind == BRAID_VERBS_EV_ERROR)
+        return vc_fail(vc, "the flush on rail %s failed: %s", braid_verbs_ep_name(vc->ep[r]), ev[i].why);
+      if (ev[i].cookie < BRAID_VC_FLUSHES && vc->fl[ev[i].cookie].pending > 0) vc->fl[ev[i].cookie].pending--;
+    }
+  }
+  if (vc->fl[req].pending) return 0;
+  vc->fl[req].used = false;
+  *done = true;
+  return 0;
+}
+
 void braid_vc_describe(const struct braid_vc *vc, char *buf, size_t len) {
   size_t n = 0;
 #define PUT(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
@@ -732,6 +786,7 @@ void braid_vc_close(struct braid_vc *vc) {
   if (!vc) return;
   braid_vc_dereg(vc, vc->scratch_mem);
   free(vc->scratch);
+  for (int r = 0; r < vc->nrails; r++) braid_verbs_flush_close(vc->flush[r]); /* before its PD goes */
   for (int r = 0; r < vc->nrails; r++) braid_verbs_ep_close(vc->ep[r]);
   for (int k = 0; k < BRAID_VC_SLOTS; k++) {
     free(vc->s[k].ch);

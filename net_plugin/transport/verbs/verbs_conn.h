@@ -64,8 +64,22 @@ void braid_vc_addrs(const struct braid_vc *vc, struct braid_verbs_ep_addr *out);
 /* Connects each rail to the peer's address for it.  0, or -1 with a WARN. */
 int braid_vc_connect(struct braid_vc *vc, const struct braid_verbs_ep_addr *peer, int npeer);
 
-int braid_vc_reg(struct braid_vc *vc, void *buf, size_t len, struct braid_vc_mem **out);
+/* Registers [buf, buf+len) on every rail: host or CUDA memory (fd < 0: ibv_reg_mr, which takes
+ * CUDA pointers under nvidia-peermem), or the dma-buf fd's [offset, offset+len) mapped at buf
+ * (ibv_reg_dmabuf_mr; the fd is needed only during the call).  0, or -1 with a WARN (and
+ * nothing left registered).  A rail that fails later keeps its registrations until dereg (its
+ * protection domain lives until close), so the other rails' keys never change. */
+int braid_vc_reg(struct braid_vc *vc, void *buf, size_t len, int fd, uint64_t offset, struct braid_vc_mem **out);
 void braid_vc_dereg(struct braid_vc *vc, struct braid_vc_mem *m);
+
+/* Receiver: GPUDirect flush of the data received into buf (inside mem): an RDMA READ of a few
+ * bytes at buf on each live rail's loopback QP (verbs_flush.h; opened at the first flush).  0
+ * posted (*req), 1 no room (test earlier flushes first), -1 failed (braid_vc_error).
+ * flush_test: 0 (*done once every read completed), -1 when a read failed (the connection fails
+ * with the reason). */
+#define BRAID_VC_FLUSHES 8 /* flushes in flight */
+int braid_vc_flush(struct braid_vc *vc, const void *buf, struct braid_vc_mem *mem, int *req);
+int braid_vc_flush_test(struct braid_vc *vc, int req, bool *done);
 
 /* Posting: 0 posted (*req set), 1 no room now (test earlier requests, then retry), -1 failed
  * (braid_vc_error).  mem may be NULL for an empty message. */

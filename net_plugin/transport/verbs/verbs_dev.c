@@ -167,7 +167,11 @@ static int lib_state; /* 0 not tried, 1 loaded, -1 not usable */
 static void *lib_handle; /* libibverbs.so.1 once loaded */
 static char lib_why[256];
 
+static void *(*test_resolver)(const char *name); /* braid_verbs_test_resolver's */
+static unsigned lib_generation;
+
 static void *lookup(void *lib, const char *name) {
+  if (test_resolver) return test_resolver(name);
   void *p = dlvsym(lib, name, "IBVERBS_1.1"); /* the version NCCL binds too */
   return p ? p : dlsym(lib, name);
 }
@@ -182,8 +186,8 @@ static void *sym(void *lib, const char *name, bool *missing) {
 }
 
 static int lib_load(void) {
-  void *lib = dlopen("libibverbs.so.1", RTLD_NOW);
-  if (!lib) {
+  void *lib = test_resolver ? NULL : dlopen("libibverbs.so.1", RTLD_NOW);
+  if (!lib && !test_resolver) {
     snprintf(lib_why, sizeof lib_why, "libibverbs.so.1 cannot be loaded (%s): apt-get install "
              "libibverbs1 ibverbs-providers", dlerror());
     return -1;
@@ -241,6 +245,21 @@ int braid_verbs_port_query(struct ibv_context *c, uint8_t port, struct ibv_port_
   struct verbs_context *vctx = verbs_get_ctx_op(c, query_port);
   if (vctx) return vctx->query_port(c, port, a, sizeof *a);
   return ibv.query_port(c, port, (struct _compat_ibv_port_attr *)(void *)a);
+}
+
+void braid_verbs_test_resolver(void *(*resolve)(const char *name)) {
+  pthread_mutex_lock(&lib_lock);
+  test_resolver = resolve;
+  lib_state = 0; /* loaded again, from the resolver or libibverbs, at the next use */
+  lib_generation++;
+  pthread_mutex_unlock(&lib_lock);
+}
+
+unsigned braid_verbs_generation(void) {
+  pthread_mutex_lock(&lib_lock);
+  unsigned g = lib_generation;
+  pthread_mutex_unlock(&lib_lock);
+  return g;
 }
 
 void *braid_verbs_sym(const char *name) {

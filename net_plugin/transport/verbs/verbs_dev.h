@@ -108,4 +108,11 @@ int braid_verbs_port_query(struct ibv_context *c, uint8_t port, struct ibv_port_
 struct ibv_context *braid_verbs_open(const char *dev);
 void braid_verbs_close(struct ibv_context *c);
 
+/* FOR TESTS ONLY (test/unit/verbs_mock.*): every libibverbs symbol is taken from resolve(name)
+ * instead of libibverbs.so.1, which is then not loaded; NULL goes back to libibverbs.  Nothing
+ * in the plugin calls it.  Objects built on the previous library must be gone first.  The
+ * generation counts the installs: the endpoint layer reloads its symbols when it changes. */
+void braid_verbs_test_resolver(void *(*resolve)(const char *name));
+unsigned braid_verbs_generation(void);
+
 #endif

@@ -48,6 +48,8 @@ static struct {
   int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
   int (*destroy_qp)(struct ibv_qp *);
   struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
+  /* NULL when libibverbs lacks it (rdma-core before 34): dma-buf registrations then fail */
+  struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int);
   int (*dereg_mr)(struct ibv_mr *);
   const char *(*wc_status_str)(enum ibv_wc_status);
   int (*get_async_event)(struct ibv_context *, struct ibv_async_event *);
@@ -81,8 +83,11 @@ struct braid_verbs_ep {
   bool connected, failed, fenced;
 };
 
+static unsigned fn_generation; /* braid_verbs_generation() when fn was loaded */
+
 static int load(void) {
-  if (fn.loaded) return 0;
+  if (fn.loaded && fn_generation == braid_verbs_generation()) return 0;
+  fn.loaded = false;
   char why[256];
   if (!braid_verbs_probe(why, sizeof why)) {
     BRAID_WARN("verbs endpoint: %s", why);
@@ -109,6 +114,8 @@ static int load(void) {
     BRAID_WARN("verbs endpoint: libibverbs.so.1 lacks %s (rdma-core too old?)", missing);
     return -1;
   }
+  *(void **)&fn.reg_dmabuf_mr = braid_verbs_sym("ibv_reg_dmabuf_mr");
+  fn_generation = braid_verbs_generation();
   fn.loaded = true;
   return 0;
 }
@@ -153,10 +160,10 @@ static int create_qp(struct braid_verbs_ep *ep) {
   return 0;
 }
 
-static int to_init(struct braid_verbs_ep *ep) {
+static int to_init(struct braid_verbs_ep *ep, struct ibv_qp *qp) {
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = (uint8_t)ep->rail.port,
                           .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
-  int rc = fn.modify_qp(ep->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  int rc = fn.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   if (rc) BRAID_WARN("%s: QP to INIT failed: %s", ep->name, strerror(rc));
   return rc ? -1 : 0;
 }
@@ -196,7 +203,7 @@ static int open_resources(struct braid_verbs_ep *ep) {
     BRAID_WARN("%s: ibv_reg_mr of the control ring (%zu bytes) failed: %s", ep->name, bytes, strerror(errno));
     return -1;
   }
-  if (create_qp(ep) || to_init(ep)) return -1;
+  if (create_qp(ep) || to_init(ep, ep->qp)) return -1;
   for (int i = 0; i < ep->depth; i++)
     if (post_recv_slot(ep, i)) return -1;
   ep->psn = new_psn(ep->qp->qp_num);
@@ -231,7 +238,7 @@ void braid_verbs_ep_addr(const struct braid_verbs_ep *ep, struct braid_verbs_ep_
   memcpy(out->gid, ep->rail.gid, 16);
 }
 
-static int to_rtr(struct braid_verbs_ep *ep, const struct braid_verbs_ep_addr *peer) {
+static int to_rtr(struct braid_verbs_ep *ep, struct ibv_qp *qp, const struct braid_verbs_ep_addr *peer) {
   uint8_t mtu = peer->mtu >= IBV_MTU_256 && peer->mtu < ep->mtu ? peer->mtu : ep->mtu;
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = (enum ibv_mtu)mtu,
                           .dest_qp_num = peer->qpn, .rq_psn = peer->psn, .max_dest_rd_atomic = 1,
@@ -244,17 +251,17 @@ static int to_rtr(struct braid_verbs_ep *ep, const struct braid_verbs_ep_addr *p
     a.ah_attr.grh.sgid_index = (uint8_t)ep->rail.gid_index;
     a.ah_attr.grh.hop_limit = BRAID_VERBS_HOP_LIMIT;
   }
-  int rc = fn.modify_qp(ep->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+  int rc = fn.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                         IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   if (rc) BRAID_WARN("%s: QP to RTR (peer QP %u) failed: %s", ep->name, peer->qpn, strerror(rc));
   return rc ? -1 : 0;
 }
 
-static int to_rts(struct braid_verbs_ep *ep) {
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .sq_psn = ep->psn, .timeout = BRAID_VERBS_TIMEOUT,
+static int to_rts(struct braid_verbs_ep *ep, struct ibv_qp *qp, uint32_t psn) {
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .sq_psn = psn, .timeout = BRAID_VERBS_TIMEOUT,
                           .retry_cnt = BRAID_VERBS_RETRY_CNT, .rnr_retry = BRAID_VERBS_RNR_RETRY,
                           .max_rd_atomic = 1};
-  int rc = fn.modify_qp(ep->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+  int rc = fn.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                         IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc) BRAID_WARN("%s: QP to RTS failed: %s", ep->name, strerror(rc));
   return rc ? -1 : 0;
@@ -270,11 +277,43 @@ int braid_verbs_ep_connect(struct braid_verbs_ep *ep, const struct braid_verbs_e
                braid_verbs_link_name(ep->rail.link));
     return -1;
   }
-  if (to_rtr(ep, peer) || to_rts(ep)) {
+  if (to_rtr(ep, ep->qp, peer) || to_rts(ep, ep->qp, ep->psn)) {
     ep->failed = true;
     return -1;
   }
   ep->connected = true;
+  return 0;
+}
+
+int braid_verbs_ep_loop(struct braid_verbs_ep *ep, struct ibv_qp *qp) {
+  struct braid_verbs_ep_addr self;
+  braid_verbs_ep_addr(ep, &self);
+  self.qpn = qp->qp_num;
+  self.psn = new_psn(qp->qp_num);
+  if (to_init(ep, qp) || to_rtr(ep, qp, &self) || to_rts(ep, qp, self.psn)) return -1;
+  return 0;
+}
+
+struct ibv_pd *braid_verbs_ep_pd(const struct braid_verbs_ep *ep) { return ep->pd; }
+struct ibv_context *braid_verbs_ep_context(const struct braid_verbs_ep *ep) { return ep->ctx; }
+
+int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, uint64_t offset, int fd,
+                              struct braid_verbs_mr *out) {
+  memset(out, 0, sizeof *out);
+  if (!fn.reg_dmabuf_mr) {
+    BRAID_WARN("%s: dma-buf registration of %p: libibverbs lacks ibv_reg_dmabuf_mr", ep->name, buf);
+    return -1;
+  }
+  /* iova = the buffer's address: keys and remote addresses work as for ibv_reg_mr's */
+  struct ibv_mr *mr = fn.reg_dmabuf_mr(ep->pd, offset, len, (uintptr_t)buf, fd,
+                                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  if (!mr) {
+    BRAID_WARN("%s: ibv_reg_dmabuf_mr(fd %d, offset %llu, %zu bytes at %p) failed: %s", ep->name, fd,
+               (unsigned long long)offset, len, buf, strerror(errno));
+    return -1;
+  }
+  *out = (struct braid_verbs_mr){.addr = buf, .len = len, .lkey = mr->lkey, .rkey = mr->rkey, .mr = mr};
+  ep->user_mrs++;
   return 0;
 }
 

@@ -44,6 +44,7 @@ enum braid_verbs_ev_kind {
   BRAID_VERBS_EV_CTRL,          /* a control message arrived: len bytes in data */
   BRAID_VERBS_EV_WRITE_IMM,     /* a peer's write-with-imm landed: imm, len bytes */
   BRAID_VERBS_EV_ERROR,         /* a work completion failed: status, why (cookie for sends) */
+  BRAID_VERBS_EV_READ_DONE,     /* a flush read completed (verbs_flush.h; cookie) */
 };
 
 struct braid_verbs_ev {
@@ -65,6 +66,11 @@ int braid_verbs_ep_connect(struct braid_verbs_ep *ep, const struct braid_verbs_e
 
 /* Registers [buf, buf+len) for local and remote read/write.  0, or -1 with a WARN. */
 int braid_verbs_ep_reg(struct braid_verbs_ep *ep, void *buf, size_t len, struct braid_verbs_mr *out);
+/* Registers the dma-buf fd's [offset, offset+len), mapped at buf (the iova: keys and addresses
+ * work as for braid_verbs_ep_reg's).  The fd is needed only during the call.  0, or -1 with a
+ * WARN (also when libibverbs lacks ibv_reg_dmabuf_mr). */
+int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, uint64_t offset, int fd,
+                              struct braid_verbs_mr *out);
 /* Deregisters; the caller makes sure no posted work still uses it. */
 void braid_verbs_ep_dereg(struct braid_verbs_ep *ep, struct braid_verbs_mr *mr);
 
@@ -94,6 +100,15 @@ const char *braid_verbs_ep_name(const struct braid_verbs_ep *ep); /* "rxe_a0:1" 
 /* Receives posted and not yet seen through poll: what the peer may still send or write with an
  * immediate before this side polls again (more would be RNR-NAKed and wait). */
 int braid_verbs_ep_recv_posted(const struct braid_verbs_ep *ep);
+
+/* For a second queue pair on this endpoint's protection domain and port (verbs_flush.h): its
+ * protection domain, device context, and the move of an RC QP through INIT, RTR and RTS
+ * connected to itself.  0, or -1 with a WARN. */
+struct ibv_pd;
+struct ibv_qp;
+struct ibv_pd *braid_verbs_ep_pd(const struct braid_verbs_ep *ep);
+struct ibv_context *braid_verbs_ep_context(const struct braid_verbs_ep *ep);
+int braid_verbs_ep_loop(struct braid_verbs_ep *ep, struct ibv_qp *qp);
 
 /* Moves the QP to ERR, drains the CQ (bounded), destroys QP, CQ, control buffers, PD, device
  * context.  The user's registrations must be deregistered first (a WARN names any left). */

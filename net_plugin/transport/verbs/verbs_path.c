@@ -14,6 +14,7 @@
 #include "comm/path.h"
 #include "link/startup.h"
 #include "log.h"
+#include "nccl_plugin/net.h"
 #include "param.h"
 #include "transport/verbs/verbs_conn.h"
 #include "transport/verbs/verbs_dev.h"
@@ -106,9 +107,17 @@ static int vp_ready(struct braid_comm *c) {
   return rc;
 }
 
-static ncclResult_t vp_reg(struct braid_comm *c, void *data, size_t size, void **mem) {
+/* Host and CUDA memory (under nvidia-peermem) by address, dma-buf by fd; api/net.c refused
+ * what the device did not advertise. */
+static ncclResult_t vp_reg(struct braid_comm *c, void *data, size_t size, const struct braid_mem_desc *d,
+                           void **mem) {
   struct braid_vc_mem *m = NULL;
-  if (braid_vc_reg(vp_vc(c), data, size, &m)) return ncclSystemError;
+  struct braid_vc *vc = vp_vc(c);
+  if (!vc) {
+    BRAID_WARN("verbs: regMr on a connection whose queue pairs are not open");
+    return ncclSystemError;
+  }
+  if (braid_vc_reg(vc, data, size, d->type == NCCL_PTR_DMABUF ? d->fd : -1, d->offset, &m)) return ncclSystemError;
   *mem = m;
   return ncclSuccess;
 }
@@ -148,10 +157,24 @@ static ncclResult_t vp_irecv(struct braid_comm *c, struct braid_req *r, void *me
   return vp_posted(c, rc, again);
 }
 
+/* The flush of GPU memory NCCL asks for after a receive (net.c sends only GPU memory here). */
+static ncclResult_t vp_flush(struct braid_comm *c, struct braid_req *r, void *data, void *mem, bool *none) {
+  struct braid_vc *vc = vp_vc(c);
+  int rc = braid_vc_flush(vc, data, mem, &r->vreq);
+  if (rc < 0) return vp_fail(c);
+  if (rc == 1) { /* NCCL has no retry for a flush: 8 in flight is more than it ever has */
+    BRAID_WARN("verbs: iflush with %d flushes in flight", BRAID_VC_FLUSHES);
+    return ncclInternalError;
+  }
+  *none = false;
+  return ncclSuccess;
+}
+
 static ncclResult_t vp_test(struct braid_comm *c, struct braid_req *r) {
   struct braid_vc *vc = vp_vc(c);
   size_t size = 0; /* an early receive's size is not known yet: 0 */
   if (c->err) return c->err;
+  if (r->kind == BRAID_REQ_FLUSH) return braid_vc_flush_test(vc, r->vreq, &r->done) ? vp_fail(c) : ncclSuccess;
   if (r->early ? braid_vc_progress(vc) : braid_vc_test(vc, r->vreq, &r->done, &size)) return vp_fail(c);
   r->done |= r->early; /* its slot is the connection's now, maybe reused: never tested */
   if (r->done && r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
@@ -187,6 +210,7 @@ const struct braid_path_ops braid_verbs_path = {
     .ready = vp_ready,
     .reg = vp_reg,
     .dereg = vp_dereg,
+    .flush = vp_flush,
     .isend = vp_isend,
     .irecv = vp_irecv,
     .test = vp_test,

@@ -1,0 +1,66 @@
+/* The memory each device takes, probed and logged once per device (see memtypes.h). */
+#include "api/memtypes.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "nccl_plugin/net.h"
+#include "topo/devices.h"
+#include "topo/devtable.h"
+#include "transport/ofi/ofi_hmem.h"
+#include "transport/ptr_support.h"
+#include "transport/transport.h"
+#include "transport/verbs/verbs_dev.h"
+#include "transport/verbs/verbs_gpu.h"
+
+#define CACHED 256 /* devices remembered (physical and fused); the rest are probed each time */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int cache[CACHED]; /* bits + 1; 0: not decided yet */
+
+/* Each rail's dma-buf probe, once per RDMA device (the answer is the device's). */
+static int rail_probe(const char *ifname) {
+  struct braid_verbs_rail r;
+  char why[256];
+  if (braid_verbs_rail_of_netdev(ifname, &r, why, sizeof why)) return BRAID_DMABUF_NO_PORT;
+  return braid_verbs_dmabuf_probe(r.dev);
+}
+
+static int decide(const struct braid_device *d, char *why, size_t whylen) {
+  struct braid_ptr_probe p = {.transport = braid_transport_kind()};
+  if (p.transport == BRAID_TRANSPORT_OFI) p.ofi_ptr = braid_ofi_ptr_support(why, whylen), p.ofi_why = why;
+  if (p.transport == BRAID_TRANSPORT_VERBS) {
+    p.peermem = braid_verbs_peermem("");
+    p.nrails = d->nrails < BRAID_PTR_PROBE_RAILS ? d->nrails : BRAID_PTR_PROBE_RAILS;
+    for (int r = 0; r < p.nrails; r++) {
+      p.rail_name[r] = d->rail[r]->name;
+      p.dmabuf[r] = rail_probe(d->rail[r]->name);
+    }
+  }
+  char buf[384];
+  int bits = braid_ptr_support_decide(&p, buf, sizeof buf);
+  snprintf(why, whylen, "%s", buf);
+  return bits;
+}
+
+int braid_dev_ptr_support(int dev) {
+  const struct braid_device *d = braid_devtable_get(dev);
+  if (!d) return NCCL_PTR_HOST;
+  pthread_mutex_lock(&lock);
+  int bits = dev >= 0 && dev < CACHED ? cache[dev] - 1 : -1;
+  if (bits < 0) {
+    char why[384];
+    bits = decide(d, why, sizeof why);
+    static bool socket_said;
+    bool quiet = braid_transport_kind() == BRAID_TRANSPORT_SOCKET && socket_said;
+    if (!quiet) BRAID_INFO(NCCL_INIT | NCCL_NET, "%s: ptrSupport 0x%x (%s)",
+                           braid_transport_kind() == BRAID_TRANSPORT_SOCKET ? "every device" : d->name, bits, why);
+    socket_said |= braid_transport_kind() == BRAID_TRANSPORT_SOCKET;
+    if (dev >= 0 && dev < CACHED) cache[dev] = bits + 1;
+  }
+  pthread_mutex_unlock(&lock);
+  return bits;
+}
