@@ -10,7 +10,7 @@
 #include "nccl_plugin/net.h"
 #include "topo/devices.h"
 #include "topo/devtable.h"
-#include "transport/ofi/ofi_hmem.h"
+#include "transport/ofi/ofi.h"
 #include "transport/ptr_support.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_dev.h"
@@ -31,7 +31,7 @@ static int rail_probe(const char *ifname) {
 
 static int decide(const struct braid_device *d, char *why, size_t whylen) {
   struct braid_ptr_probe p = {.transport = braid_transport_kind()};
-  if (p.transport == BRAID_TRANSPORT_OFI) p.ofi_ptr = braid_ofi_ptr_support(why, whylen), p.ofi_why = why;
+  if (p.transport == BRAID_TRANSPORT_OFI) p.ofi_ptr = braid_ofi_hmem(why, whylen) & ~NCCL_PTR_HOST, p.ofi_why = why;
   if (p.transport == BRAID_TRANSPORT_VERBS) {
     p.peermem = braid_verbs_peermem("");
     p.nrails = d->nrails < BRAID_PTR_PROBE_RAILS ? d->nrails : BRAID_PTR_PROBE_RAILS;

@@ -1,5 +1,5 @@
 /* The memory each NCCL device takes (ptrSupport), probed once per device and logged once with
- * the reason (transport/ptr_support.h decides; verbs_gpu.h and ofi_hmem.h probe). */
+ * the reason (transport/ptr_support.h decides; verbs_gpu.h and ofi.h (braid_ofi_hmem) probe). */
 #ifndef BRAID_MEMTYPES_H
 #define BRAID_MEMTYPES_H
 

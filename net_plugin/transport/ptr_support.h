@@ -1,6 +1,6 @@
 /* Which memory a device takes (NCCL's ptrSupport), decided from what was probed: pure, no I/O,
  * so the unit tests walk every combination.  The probes are the transport's (verbs_gpu.h for
- * verbs, ofi_hmem.h for libfabric); api/memtypes.c runs them once per device and logs the
+ * verbs, ofi.h's braid_ofi_hmem for libfabric); api/memtypes.c runs them once per device and logs the
  * answer.
  *
  * Verbs, as NCCL's net_ib decides it: NCCL_PTR_CUDA when a peer-memory module is loaded
@@ -29,7 +29,7 @@ struct braid_ptr_probe {
   int nrails;      /* verbs: rails of the device, 1 to BRAID_PTR_PROBE_RAILS */
   int dmabuf[BRAID_PTR_PROBE_RAILS]; /* verbs: each rail's probe (above) */
   const char *rail_name[BRAID_PTR_PROBE_RAILS]; /* verbs: for the reason; may be NULL */
-  int ofi_ptr;     /* ofi: what ofi_hmem.h answered */
+  int ofi_ptr;     /* ofi: what braid_ofi_hmem answered, beyond HOST */
   const char *ofi_why;
 };
 
