@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -27,6 +28,27 @@ static int rail_probe(const char *ifname) {
   char why[256];
   if (braid_verbs_rail_of_netdev(ifname, &r, why, sizeof why)) return BRAID_DMABUF_NO_PORT;
   return braid_verbs_dmabuf_probe(r.dev);
+}
+
+/* Over sockets or libfabric, once per process: would NCCL's own IB transport have used GPUDirect
+ * here?  Then say so, with the setting that restores it (ptr_support.h, braid_gdr_lost). */
+static void gdr_lost_check(void) {
+  static bool done;
+  if (done || braid_transport_kind() == BRAID_TRANSPORT_VERBS) return;
+  done = true;
+  char why[256];
+  if (!braid_verbs_probe(why, sizeof why)) return; /* no RDMA device: nothing NCCL's IB could use */
+  struct braid_verbs_rail rails[16];
+  const char *hca = getenv("NCCL_IB_HCA"); /* the ports NCCL's IB transport would use */
+  int n = braid_verbs_discover(hca, "NCCL_IB_HCA", -1, rails, 16, why, sizeof why);
+  bool dmabuf = false;
+  for (int r = 0; r < n && !dmabuf; r++) {
+    dmabuf = braid_dmabuf_probe_ok(braid_verbs_dmabuf_probe(rails[r].dev));
+  }
+  char msg[640];
+  if (braid_gdr_lost(braid_transport_kind(), braid_transport_forced(), n > 0, braid_verbs_peermem(""), dmabuf,
+                     msg, sizeof msg))
+    BRAID_WARN("%s", msg);
 }
 
 static int decide(const struct braid_device *d, char *why, size_t whylen) {
@@ -53,6 +75,7 @@ int braid_dev_ptr_support(int dev) {
   int bits = dev >= 0 && dev < CACHED ? cache[dev] - 1 : -1;
   if (bits < 0) {
     char why[384];
+    gdr_lost_check();
     bits = decide(d, why, sizeof why);
     static bool socket_said;
     bool quiet = braid_transport_kind() == BRAID_TRANSPORT_SOCKET && socket_said;

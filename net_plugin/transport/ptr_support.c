@@ -7,8 +7,7 @@
 
 #include "nccl_plugin/net.h"
 
-/* Whether a rail's probe says the kernel takes dma-buf registrations. */
-static bool dmabuf_ok(int probe) {
+bool braid_dmabuf_probe_ok(int probe) {
   return probe >= 0 && probe != EOPNOTSUPP && probe != EPROTONOSUPPORT;
 }
 
@@ -16,7 +15,7 @@ static void rail_probe_str(int probe, char *out, size_t len) {
   if (probe == BRAID_DMABUF_NO_SYMBOL) snprintf(out, len, "libibverbs lacks ibv_reg_dmabuf_mr");
   else if (probe == BRAID_DMABUF_NO_PORT) snprintf(out, len, "no RDMA port");
   else if (probe == 0) snprintf(out, len, "the probe registration succeeded");
-  else snprintf(out, len, "%s%s", dmabuf_ok(probe) ? "probe refused the fd: " : "", strerror(probe));
+  else snprintf(out, len, "%s%s", braid_dmabuf_probe_ok(probe) ? "probe refused the fd: " : "", strerror(probe));
 }
 
 static int verbs_decide(const struct braid_ptr_probe *p, char *why, size_t whylen) {
@@ -28,7 +27,7 @@ static int verbs_decide(const struct braid_ptr_probe *p, char *why, size_t whyle
   int noport = -1; /* the first rail without an RDMA port */
   for (int r = 0; r < p->nrails; r++) {
     if (noport < 0 && p->dmabuf[r] == BRAID_DMABUF_NO_PORT) noport = r;
-    if (bad < 0 && !dmabuf_ok(p->dmabuf[r])) bad = r;
+    if (bad < 0 && !braid_dmabuf_probe_ok(p->dmabuf[r])) bad = r;
   }
   if (noport >= 0) {
     snprintf(why, whylen, "verbs: rail %s has no RDMA port: host memory only",
@@ -57,11 +56,26 @@ int braid_ptr_support_decide(const struct braid_ptr_probe *p, char *why, size_t 
   case BRAID_TRANSPORT_VERBS:
     return verbs_decide(p, why, whylen);
   case BRAID_TRANSPORT_OFI:
-    snprintf(why, whylen, "%s", p->ofi_why ? p->ofi_why : "libfabric: host memory only");
+    snprintf(why, whylen, "libfabric: %s%s", p->ofi_why ? p->ofi_why : "not probed",
+             p->ofi_ptr ? "" : ": host memory only");
     return NCCL_PTR_HOST | p->ofi_ptr;
   case BRAID_TRANSPORT_SOCKET:
   default:
     snprintf(why, whylen, "TCP sockets: host memory only");
     return NCCL_PTR_HOST;
   }
+}
+
+int braid_gdr_lost(enum braid_transport t, bool forced, bool rdma_ports, bool peermem, bool any_dmabuf,
+                   char *msg, size_t len) {
+  if (t == BRAID_TRANSPORT_VERBS || !rdma_ports || !(peermem || any_dmabuf)) return 0;
+  snprintf(msg, len,
+           "GPUDirect RDMA is off: NCCL's own IB transport would register GPU memory on this node's "
+           "RDMA ports (%s), but braid carries this job over %s (%s), which stages every GPU byte "
+           "through host memory. To restore GPUDirect set BRAID_TRANSPORT=verbs (braid over the RDMA "
+           "ports), or unset NCCL_NET_PLUGIN (NCCL's own IB transport)",
+           peermem && any_dmabuf ? "nvidia-peermem is loaded and the NIC takes dma-buf"
+           : peermem ? "nvidia-peermem is loaded" : "the NIC takes dma-buf",
+           braid_transport_word(t), forced ? "BRAID_TRANSPORT set" : "chosen automatically: no RDMA port was usable for braid's verbs transport, see BRAID_IB_HCA");
+  return 1;
 }

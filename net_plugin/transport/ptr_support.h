@@ -23,6 +23,9 @@
 #define BRAID_DMABUF_NO_SYMBOL (-1) /* libibverbs lacks ibv_reg_dmabuf_mr */
 #define BRAID_DMABUF_NO_PORT (-2)   /* the rail has no RDMA port (nothing was probed) */
 
+/* Whether a rail's probe says the kernel takes dma-buf registrations. */
+bool braid_dmabuf_probe_ok(int probe);
+
 struct braid_ptr_probe {
   enum braid_transport transport;
   bool peermem;    /* verbs: a peer-memory module is loaded (verbs_gpu.h) */
@@ -35,5 +38,13 @@ struct braid_ptr_probe {
 
 /* NCCL_PTR_* bits (always NCCL_PTR_HOST), with the reason in why. */
 int braid_ptr_support_decide(const struct braid_ptr_probe *p, char *why, size_t whylen);
+
+/* What NCCL's own IB transport would do on this node, for a device braid serves over another
+ * transport: rdma_ports (libibverbs sees active ports), peermem, any_dmabuf (a device took NCCL's
+ * dma-buf probe).  1 when NCCL's transport would use GPUDirect RDMA there and braid's transport t
+ * (chosen by BRAID_TRANSPORT when forced, else automatically) carries host memory only: msg is then
+ * the WARN, with the settings that restore GPUDirect.  0 otherwise. */
+int braid_gdr_lost(enum braid_transport t, bool forced, bool rdma_ports, bool peermem, bool any_dmabuf,
+                   char *msg, size_t len);
 
 #endif

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -86,10 +87,36 @@ TEST(PtrSupport, SocketAndOfiAreHostOnly) {
       EXPECT_STREQ("TCP sockets: host memory only", why);
       p.transport = BRAID_TRANSPORT_OFI;
       p.ofi_ptr = 0;
-      p.ofi_why = "libfabric: host memory only";
+      p.ofi_why = "provider tcp;ofi_rxm does not offer FI_HMEM";
       EXPECT_EQ(NCCL_PTR_HOST, braid_ptr_support_decide(&p, why, sizeof why));
-      EXPECT_STREQ("libfabric: host memory only", why);
+      EXPECT_STREQ("libfabric: provider tcp;ofi_rxm does not offer FI_HMEM: host memory only", why);
     }
+}
+
+// Over sockets or libfabric on a node where NCCL's own IB transport would use GPUDirect, braid
+// must not stage GPU data through host memory silently: one WARN naming the setting that restores it.
+TEST(PtrSupport, GpuDirectLostIsSaidWithTheSettingThatRestoresIt) {
+  char msg[640];
+  for (auto t : {BRAID_TRANSPORT_SOCKET, BRAID_TRANSPORT_OFI}) {
+    for (int peermem = 0; peermem < 2; peermem++)
+      for (int dmabuf = 0; dmabuf < 2; dmabuf++) {
+        msg[0] = 0;
+        int lost = braid_gdr_lost(t, true, true, peermem, dmabuf, msg, sizeof msg);
+        EXPECT_EQ(lost, peermem || dmabuf) << t << peermem << dmabuf;
+        if (lost) {
+          EXPECT_TRUE(strstr(msg, "BRAID_TRANSPORT=verbs")) << msg;
+          EXPECT_TRUE(strstr(msg, "unset NCCL_NET_PLUGIN")) << msg;
+          EXPECT_TRUE(strstr(msg, braid_transport_word(t))) << msg;
+          EXPECT_TRUE(strstr(msg, peermem ? "nvidia-peermem" : "dma-buf")) << msg;
+        }
+      }
+    EXPECT_EQ(braid_gdr_lost(t, false, false, true, true, msg, sizeof msg), 0) << "no RDMA port: nothing lost";
+  }
+  msg[0] = 0;
+  EXPECT_EQ(braid_gdr_lost(BRAID_TRANSPORT_SOCKET, false, true, true, false, msg, sizeof msg), 1);
+  EXPECT_TRUE(strstr(msg, "chosen automatically")) << msg;
+  EXPECT_EQ(braid_gdr_lost(BRAID_TRANSPORT_VERBS, true, true, true, true, msg, sizeof msg), 0)
+      << "verbs carries GPU memory itself";
 }
 
 TEST(PtrSupport, PeermemFilesUnderRoot) {
