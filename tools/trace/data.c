@@ -42,13 +42,10 @@ static void data_add_list(struct trace_line *l, const char *key, int n, const si
   trace_line_add(l, "%s=%s", key, n > 0 ? buf : "-");
 }
 
-ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
-  uint64_t t0 = braid_now_ns();
-  *mhandle = NULL;
-  struct trace_comm *c = trace_comm_get(comm, 0, "regMr");
-  if (!c) return ncclInvalidArgument;
-  void *inner = NULL;
-  ncclResult_t rc = netload_reg_mr(&trace_nl, c->inner, data, size, type, &inner);
+/* After the wrapped plugin's regMr or regMrDmaBuf: the handle NCCL gets back, and the trace line
+ * ("regmr" for both: braid-trace-shape counts them together; `what` adds the call's own fields). */
+static ncclResult_t mr_done(struct trace_comm *c, ncclResult_t rc, void *inner, void **mhandle, uint64_t t0,
+                            const char *what) {
   uint64_t t1 = braid_now_ns();
   struct trace_mr *m = NULL;
   if (rc == ncclSuccess && inner) {
@@ -62,10 +59,22 @@ ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, voi
   *mhandle = m;
   struct trace_line l;
   trace_line_begin(&l, "regmr", t0);
-  trace_line_add(&l, "comm=c%d size=%zu type=%d", c->id, size, type);
+  trace_line_add(&l, "comm=c%d %s", c->id, what);
   data_add_mr(&l, m);
   trace_emit(&l, rc, t0, t1, NULL, 0, 0);
   return rc;
+}
+
+ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
+  uint64_t t0 = braid_now_ns();
+  *mhandle = NULL;
+  struct trace_comm *c = trace_comm_get(comm, 0, "regMr");
+  if (!c) return ncclInvalidArgument;
+  void *inner = NULL;
+  ncclResult_t rc = netload_reg_mr(&trace_nl, c->inner, data, size, type, &inner);
+  char what[96];
+  snprintf(what, sizeof what, "size=%zu type=%d", size, type);
+  return mr_done(c, rc, inner, mhandle, t0, what);
 }
 
 ncclResult_t braid_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
@@ -76,24 +85,9 @@ ncclResult_t braid_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int ty
   if (!c) return ncclInvalidArgument;
   void *inner = NULL;
   ncclResult_t rc = netload_reg_mr_dmabuf(&trace_nl, c->inner, data, size, type, offset, fd, &inner);
-  uint64_t t1 = braid_now_ns();
-  struct trace_mr *m = NULL;
-  if (rc == ncclSuccess && inner) {
-    if ((m = malloc(sizeof *m))) {
-      *m = (struct trace_mr){TRACE_MAGIC_MR, trace_next_id(TRACE_ID_MR), inner};
-    } else {
-      netload_dereg_mr(&trace_nl, c->inner, inner);
-      rc = ncclSystemError;
-    }
-  }
-  *mhandle = m;
-  struct trace_line l;
-  trace_line_begin(&l, "regmr", t0); /* shape counts it with regMr's */
-  trace_line_add(&l, "comm=c%d size=%zu type=%d offset=%llu fd=%d", c->id, size, type,
-                 (unsigned long long)offset, fd);
-  data_add_mr(&l, m);
-  trace_emit(&l, rc, t0, t1, NULL, 0, 0);
-  return rc;
+  char what[128];
+  snprintf(what, sizeof what, "size=%zu type=%d offset=%llu fd=%d", size, type, (unsigned long long)offset, fd);
+  return mr_done(c, rc, inner, mhandle, t0, what);
 }
 
 ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
