@@ -162,26 +162,29 @@ static const char *mem_type_name(int type) {
 }
 
 /* Registration of d on comm: refused (WARN, ncclInvalidArgument) when the comm's device did not
- * advertise the memory type or the comm's path takes host memory only. */
+ * advertise what it needs (a dma-buf fd: NCCL_PTR_DMABUF, whatever memory is behind it; else the
+ * memory type) or the comm's path takes host memory only. */
 static ncclResult_t net_reg(void *comm, void *data, size_t size, const struct braid_mem_desc *d,
                             void **mhandle) {
   *mhandle = NULL;
-  struct braid_comm *c = net_comm(comm, 0, d->type == NCCL_PTR_DMABUF ? "regMrDmaBuf" : "regMr");
+  struct braid_comm *c = net_comm(comm, 0, d->fd >= 0 ? "regMrDmaBuf" : "regMr");
   if (!c) return ncclInvalidArgument;
   if (d->type != NCCL_PTR_HOST && d->type != NCCL_PTR_CUDA && d->type != NCCL_PTR_DMABUF) {
     BRAID_WARN("regMr of memory type %d: not a type NCCL defines (host 1, CUDA 2, dma-buf 4)", d->type);
     return ncclInvalidArgument;
   }
-  if (d->type != NCCL_PTR_HOST) {
+  int need = d->fd >= 0 ? NCCL_PTR_DMABUF : d->type;
+  if (need != NCCL_PTR_HOST) {
     int ptr = braid_dev_ptr_support(c->dev);
-    if (!(ptr & d->type)) {
-      BRAID_WARN("regMr of %s memory (%zu bytes at %p) on device %d, which advertised ptrSupport 0x%x "
-                 "(see its INFO line)", mem_type_name(d->type), size, data, c->dev, ptr);
+    if (!(ptr & need)) {
+      BRAID_WARN("%s of %s memory (%zu bytes at %p%s) on device %d, which advertised ptrSupport 0x%x "
+                 "(see its INFO line)", d->fd >= 0 ? "regMrDmaBuf" : "regMr", mem_type_name(d->type), size, data,
+                 d->fd >= 0 ? ", a dma-buf fd" : "", c->dev, ptr);
       return ncclInvalidArgument;
     }
     if (!c->path->reg) {
-      BRAID_WARN("regMr of %s memory (%zu bytes at %p): this connection's %s path carries host memory only",
-                 mem_type_name(d->type), size, data, c->path->name);
+      BRAID_WARN("regMr of %s memory (%zu bytes at %p%s): this connection's %s path carries host memory only",
+                 mem_type_name(d->type), size, data, d->fd >= 0 ? ", a dma-buf fd" : "", c->path->name);
       return ncclInvalidArgument;
     }
   }
@@ -203,19 +206,19 @@ ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, voi
   return net_reg(comm, data, size, &d, mhandle);
 }
 
-/* fd -1: a registration like regMr's (NCCL's net_ib does the same); else type must be dma-buf. */
+/* fd -1: a registration like regMr's (NCCL's net_ib does the same).  An fd >= 0 is a dma-buf of
+ * memory of `type`: NCCL passes NCCL_PTR_CUDA for GPU memory it exported
+ * (cuMemGetHandleForAddressRange), braid-perf's test-only udmabuf/memfd kinds NCCL_PTR_HOST;
+ * NCCL_PTR_DMABUF is taken too.  The type decides the flush (iflush of host memory has nothing to
+ * do); the device must advertise NCCL_PTR_DMABUF whatever the type. */
 ncclResult_t braid_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
                                      void **mhandle) {
   *mhandle = NULL;
-  if (fd >= 0 && type != NCCL_PTR_DMABUF) {
-    BRAID_WARN("regMrDmaBuf of a dma-buf fd with memory type %d (expected NCCL_PTR_DMABUF, 4)", type);
-    return ncclInvalidArgument;
-  }
   if (fd < 0 && type == NCCL_PTR_DMABUF) {
     BRAID_WARN("regMrDmaBuf of dma-buf memory without a dma-buf fd (%d)", fd);
     return ncclInvalidArgument;
   }
-  struct braid_mem_desc d = {.type = type, .fd = fd, .offset = offset};
+  struct braid_mem_desc d = {.type = type, .fd = fd < 0 ? -1 : fd, .offset = offset};
   return net_reg(comm, data, size, &d, mhandle);
 }
 

@@ -22,9 +22,10 @@
 struct braid_comm;
 struct braid_req;
 
-/* What a registration is of: NCCL_PTR_HOST or NCCL_PTR_CUDA memory at the buffer's address, or
- * (NCCL_PTR_DMABUF) the dma-buf fd at offset, mapped at the buffer's address.  The fd is NCCL's
- * and valid only during the call; -1 when there is none. */
+/* What a registration is of: memory of type (NCCL_PTR_HOST, NCCL_PTR_CUDA, NCCL_PTR_DMABUF) at the
+ * buffer's address, registered by address when fd is -1, else as the dma-buf fd at offset, mapped
+ * at the buffer's address (NCCL passes NCCL_PTR_CUDA with the fd).  The fd is NCCL's and valid
+ * only during the call. */
 struct braid_mem_desc {
   int type;
   int fd;

@@ -1,6 +1,6 @@
 // Memory types through the exported tables over TCP sockets (no GPU here): host memory only is
-// advertised, a CUDA or dma-buf registration is refused with ncclInvalidArgument, regMrDmaBuf
-// without an fd registers as regMr does, and iflush has nothing to flush (NULL request).
+// advertised, a CUDA or dma-buf registration (an fd, whatever the type) is refused with
+// ncclInvalidArgument, regMrDmaBuf without an fd registers as regMr does, and iflush has nothing to flush (NULL request).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <time.h>
@@ -74,8 +74,16 @@ TEST_F(GpuMemSockets, HostOnlyAndGpuTypesRefused) {
   mh = reinterpret_cast<void *>(1);
   EXPECT_EQ(ncclInvalidArgument, net.regMrDmaBuf(recv_, buf, sizeof buf, NCCL_PTR_DMABUF, 0, 3, &mh));
   EXPECT_EQ(nullptr, mh);
+  // An fd is a dma-buf whatever memory is behind it (NCCL passes NCCL_PTR_CUDA with it): the
+  // device must advertise NCCL_PTR_DMABUF, which sockets do not.
+  EXPECT_EQ(ncclInvalidArgument, net.regMrDmaBuf(recv_, buf, sizeof buf, NCCL_PTR_CUDA, 0, 3, &mh))
+      << "NCCL's dma-buf registration (CUDA memory, an fd)";
+  EXPECT_EQ(nullptr, mh);
   EXPECT_EQ(ncclInvalidArgument, net.regMrDmaBuf(recv_, buf, sizeof buf, NCCL_PTR_HOST, 0, 3, &mh))
-      << "an fd with a type that is not dma-buf";
+      << "host memory behind a dma-buf fd";
+  EXPECT_EQ(nullptr, mh);
+  EXPECT_EQ(ncclInvalidArgument, net.regMrDmaBuf(recv_, buf, sizeof buf, NCCL_PTR_DMABUF, 0, -1, &mh))
+      << "dma-buf memory without an fd";
   EXPECT_EQ(ncclInvalidArgument, net.regMr(recv_, buf, sizeof buf, 8, &mh)) << "no such type";
   ASSERT_EQ(ncclSuccess, net.regMrDmaBuf(recv_, buf, sizeof buf, NCCL_PTR_HOST, 0, -1, &mh));
   ASSERT_NE(nullptr, mh);

@@ -9,7 +9,15 @@
 #       connection and never tested, the receiver never driven for them, and their data still
 #       lands (verified in place); over 4 rails none is (a rail's fence needs the receiver);
 #   (5) a send larger than its receive (--mismatch): both ends fail as the application's error
-#       (ncclInvalidUsage in the plugin), each naming both sizes, within 10 s.
+#       (ncclInvalidUsage in the plugin), each naming both sizes, within 10 s;
+#   (6) the GPUDirect flush path on real rxe loopback QPs (--flush; host memory, so a plumbing
+#       test, not GPUDirect): every verified receive over 2 rails flushed, each rail completing
+#       one RDMA READ per flush;
+#   (7) the same with rail 1 cut mid-run (loss both ways): the flushes still complete, on rail 0
+#       for every one, rail 1 down with fewer;
+#   (8) every rail's interface taken down after flushes opened each rail's loopback QP
+#       (--flush --dead-flush): a flush fails with the connection's error within 15 s instead
+#       of hanging.
 # A rail slowed to a tenth is covered through braid-perf by test/vm/verbs_perf_test.sh.
 # Prints "vm: skipped (REASON)" and exits 77 where no guest can be booted (as test/vm/smoke.sh).
 #   test/vm/verbs_conn_test.sh   (environment: BUILD, BRAID_VM_CACHE, BRAID_VM_ACCEL, VM_TIMEOUT)
@@ -34,10 +42,12 @@ grep -q "^detached 0 of" /tmp/4b.out || fail "(4) a receive detached over 4 rail
 $t --rails 2 --mismatch >/tmp/5.out 2>&1 || { cat /tmp/5.out; fail "(5) size mismatch: exit status"; }
 cat /tmp/5.out
 # fault NAME CMD...: a run that waits on READY, CMD injects the fault, the run goes on 3 s.
+# FARGS: the run's options (default: 4 rails).
 fault() {
   local name=$1; shift
   mkfifo /tmp/go.$name
-  "$t" --rails 4 --go --seconds 3 </tmp/go.$name >/tmp/$name.out 2>&1 &
+  # shellcheck disable=SC2086 # FARGS: words
+  "$t" ${FARGS:---rails 4} --go --seconds 3 </tmp/go.$name >/tmp/$name.out 2>&1 &
   local pid=$! rc=0
   exec 3>/tmp/go.$name
   for _ in $(seq 300); do grep -q READY /tmp/$name.out && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
@@ -54,6 +64,22 @@ braid-fabric clear 1
 fault cut sh -c 'braid-fabric netem 2 a loss 100%; braid-fabric netem 2 b loss 100%'
 grep -q "^rail 2: .*(down)" /tmp/cut.out || fail "(3) rail 2 not taken down"
 braid-fabric clear 2
+flushed() { sed -n 's/^flushed \([0-9]*\) receives$/\1/p' "$1"; }
+$t --rails 2 --flush --sizes --seconds 1 >/tmp/6.out 2>&1 || { cat /tmp/6.out; fail "(6) flush: exit status"; }
+cat /tmp/6.out
+n=$(flushed /tmp/6.out)
+[ "${n:-0}" -gt 0 ] || fail "(6) no receive flushed"
+for r in 0 1; do grep -q "^rail $r: $n flush reads$" /tmp/6.out || fail "(6) rail $r: not one read per flush ($n)"; done
+FARGS="--rails 2 --flush" fault flushcut sh -c 'braid-fabric netem 1 a loss 100%; braid-fabric netem 1 b loss 100%'
+n=$(flushed /tmp/flushcut.out)
+[ "${n:-0}" -gt 0 ] || fail "(7) no receive flushed"
+grep -q "^rail 0: $n flush reads$" /tmp/flushcut.out || fail "(7) rail 0: not one read per flush ($n)"
+m=$(sed -n 's/^rail 1: \([0-9]*\) flush reads (down)$/\1/p' /tmp/flushcut.out)
+[ -n "$m" ] && [ "$m" -lt "$n" ] || fail "(7) rail 1 not down with fewer flush reads than the $n flushes (${m:-none})"
+braid-fabric clear 1
+FARGS="--rails 2 --flush --dead-flush" fault deadflush sh -c 'ip link set vb0 down; ip link set vb1 down'
+grep -q "^dead flush: failed after " /tmp/deadflush.out || fail "(8) no failed flush reported"
+ip link set vb0 up; ip link set vb1 up; braid-fabric route 0; braid-fabric route 1
 echo "verbs-conn: OK"
 EOF
 

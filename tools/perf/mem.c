@@ -11,12 +11,12 @@
 #include "cuda.h"
 #include "udmabuf_dev.h"
 
-static const char *const mem_names[] = {"host", "cuda", "dmabuf", "udmabuf"};
+static const char *const mem_names[] = {"host", "cuda", "dmabuf", "udmabuf", "memfd"};
 
 const char *perf_mem_name(enum perf_mem m) { return mem_names[m]; }
 
 int perf_mem_parse(const char *s, enum perf_mem *m) {
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < (int)(sizeof mem_names / sizeof mem_names[0]); i++)
     if (!strcasecmp(s, mem_names[i])) {
       *m = (enum perf_mem)i;
       return 0;
@@ -25,6 +25,9 @@ int perf_mem_parse(const char *s, enum perf_mem *m) {
 }
 
 int perf_mem_is_gpu(enum perf_mem m) { return m == PERF_MEM_CUDA || m == PERF_MEM_DMABUF; }
+int perf_mem_is_fd(enum perf_mem m) {
+  return m == PERF_MEM_DMABUF || m == PERF_MEM_UDMABUF || m == PERF_MEM_MEMFD;
+}
 
 static int mem_no_gpu(enum perf_mem m, int rank, const char *why) {
   if (rank == 0) fprintf(stderr, "braid-perf: --mem %s: no CUDA GPU here (%s)\n", perf_mem_name(m), why);
@@ -71,7 +74,9 @@ int perf_mem_start(enum perf_mem m, int rank, char *describe, size_t len) {
   size_t used = strlen(describe);
   if (used < len)
     snprintf(describe + used, len - used, "; memory: %s%s", perf_mem_name(m),
-             m == PERF_MEM_UDMABUF ? " (test only: host memory as dma-bufs from /dev/udmabuf)" : "");
+             m == PERF_MEM_UDMABUF ? " (test only: host memory as dma-bufs from /dev/udmabuf)"
+             : m == PERF_MEM_MEMFD ? " (test only: a memfd's fd passed to regMrDmaBuf as a dma-buf's)"
+                                   : "");
   return 0;
 }
 
@@ -80,9 +85,9 @@ int perf_mem_check_plugin(enum perf_mem m, const struct netload *nl, const netlo
   const char *bad = NULL;
   if (m == PERF_MEM_CUDA && !(p->ptrSupport & NCCL_PTR_CUDA))
     bad = "does not advertise NCCL_PTR_CUDA in ptrSupport (no GPUDirect RDMA registration)";
-  else if ((m == PERF_MEM_DMABUF || m == PERF_MEM_UDMABUF) && !(p->ptrSupport & NCCL_PTR_DMABUF))
+  else if (perf_mem_is_fd(m) && !(p->ptrSupport & NCCL_PTR_DMABUF))
     bad = "does not advertise NCCL_PTR_DMABUF in ptrSupport (no dma-buf registration)";
-  else if ((m == PERF_MEM_DMABUF || m == PERF_MEM_UDMABUF) &&
+  else if (perf_mem_is_fd(m) &&
            !netload_has(nl, NETLOAD_FN_REG_MR_DMABUF))
     bad = "advertises NCCL_PTR_DMABUF but its regMrDmaBuf is NULL";
   if (!bad) return 0;

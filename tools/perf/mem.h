@@ -8,6 +8,10 @@
  *            closed right after the call as NCCL does: needs NCCL_PTR_DMABUF and regMrDmaBuf
  *   udmabuf  TEST ONLY: host memory (a sealed memfd) exported as a dma-buf through
  *            /dev/udmabuf, regMrDmaBuf(NCCL_PTR_HOST, ...): real dma-buf fds without a GPU
+ *   memfd    TEST ONLY: host memory (a memfd) whose own fd is passed to regMrDmaBuf as if it
+ *            were a dma-buf's (NCCL_PTR_HOST): for kernels without udmabuf (the soft-RoCE
+ *            guest's), only a libibverbs that maps the fd can register it
+ *            (test/vm/dmabuf_shim.c through BRAID_IBVERBS_LIB); no dma-buf is involved
  *
  * The memory kind covers what NCCL's proxy hands the NIC for GPU data: the Simple protocol's
  * staging buffers (engine.c) and sendrecv's registered user buffers (p2p.c, via bench.c).
@@ -33,6 +37,8 @@ const char *perf_mem_name(enum perf_mem m);
 int perf_mem_parse(const char *s, enum perf_mem *m);
 /* Device memory (cuda, dmabuf): CUDA is needed, the CPU cannot touch it, receives are flushed. */
 int perf_mem_is_gpu(enum perf_mem m);
+/* Registered with regMrDmaBuf and an fd (dmabuf, udmabuf, memfd): needs NCCL_PTR_DMABUF. */
+int perf_mem_is_fd(enum perf_mem m);
 
 /* CUDA for this rank when m is device memory (before the plugin is loaded, as NCCL sets up the
  * GPU first): GPU rank % count, its primary context current on this thread. 0, or
@@ -52,7 +58,7 @@ struct perf_buf {
   size_t size;
   void *base;    /* what was allocated (ptr is page-aligned inside it) */
   size_t alloc;  /* bytes mapped or allocated at base */
-  int fd;        /* udmabuf: its dma-buf fd (each registration passes a dup); else -1 */
+  int fd;        /* udmabuf: its dma-buf fd, memfd: the memfd (each registration passes a dup); else -1 */
 };
 
 /* Allocates size bytes (at least 1) of kind m, page-aligned. 0, or -1 after printing why. */

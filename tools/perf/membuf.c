@@ -62,6 +62,22 @@ static int membuf_udmabuf(struct perf_buf *b, size_t alloc) {
   return 0;
 }
 
+/* A memfd of `alloc` bytes, mapped; the memfd itself is the fd registrations pass. */
+static int membuf_memfd(struct perf_buf *b, size_t alloc) {
+  int memfd = memfd_create("braid-perf", MFD_CLOEXEC);
+  if (memfd < 0) return fprintf(stderr, "braid-perf: --mem memfd: memfd_create: %s\n", strerror(errno)), -1;
+  void *p = MAP_FAILED;
+  if (ftruncate(memfd, (off_t)alloc) == 0) p = mmap(NULL, alloc, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (p == MAP_FAILED) {
+    fprintf(stderr, "braid-perf: --mem memfd: %zu bytes: %s\n", alloc, strerror(errno));
+    close(memfd);
+    return -1;
+  }
+  b->fd = memfd;
+  b->base = b->ptr = p;
+  return 0;
+}
+
 int perf_buf_alloc(struct perf_buf *b, enum perf_mem m, size_t size) {
   size_t pg = membuf_page();
   memset(b, 0, sizeof *b);
@@ -79,6 +95,8 @@ int perf_buf_alloc(struct perf_buf *b, enum perf_mem m, size_t size) {
       return 0;
     case PERF_MEM_UDMABUF:
       return membuf_udmabuf(b, b->alloc);
+    case PERF_MEM_MEMFD:
+      return membuf_memfd(b, b->alloc);
     case PERF_MEM_CUDA:
     case PERF_MEM_DMABUF:
       /* page-aligned inside the allocation, so a dma-buf of whole pages stays inside it */
@@ -96,6 +114,7 @@ int perf_buf_free(struct perf_buf *b) {
   switch (b->kind) {
     case PERF_MEM_HOST: free(b->base); break;
     case PERF_MEM_UDMABUF:
+    case PERF_MEM_MEMFD:
       munmap(b->base, b->alloc);
       close(b->fd);
       break;
@@ -133,11 +152,11 @@ ncclResult_t perf_buf_reg(struct netload *nl, void *comm, const struct perf_buf 
   *call = "regMrDmaBuf";
   int fd = -1, type = NCCL_PTR_HOST;
   uint64_t offset;
-  if (b->kind == PERF_MEM_UDMABUF) { /* one dma-buf of the whole buffer: pass a copy of it */
+  if (b->kind == PERF_MEM_UDMABUF || b->kind == PERF_MEM_MEMFD) { /* one fd for the whole buffer: a copy */
     offset = (uint64_t)((char *)data - (char *)b->base);
     fd = dup(b->fd);
     if (fd < 0) {
-      fprintf(stderr, "braid-perf: dup of the udmabuf fd: %s\n", strerror(errno));
+      fprintf(stderr, "braid-perf: dup of the %s fd: %s\n", perf_mem_name(b->kind), strerror(errno));
       return ncclSystemError;
     }
   } else { /* NCCL exports the range it registers, each time */

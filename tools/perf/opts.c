@@ -77,6 +77,10 @@ static const char *const opts_usage =
     "                         udmabuf: TEST ONLY: host memory exported as a dma-buf through\n"
     "                         /dev/udmabuf, regMrDmaBuf(NCCL_PTR_HOST, ...): real dma-buf fds\n"
     "                         on a machine without a GPU (needs NCCL_PTR_DMABUF too)\n"
+    "                         memfd: TEST ONLY: host memory whose memfd is passed to\n"
+    "                         regMrDmaBuf as if it were a dma-buf (NCCL_PTR_HOST): kernels\n"
+    "                         without udmabuf; only a libibverbs that maps the fd takes it\n"
+    "                         (test/vm/dmabuf_shim.c, BRAID_IBVERBS_LIB)\n"
     "                         GPU data is filled and checked with cuMemcpyHtoD/DtoH, and every\n"
     "                         Simple receive of size > 0 into GPU memory is flushed (iflush,\n"
     "                         its request tested until done), as NCCL does when it must flush\n"
@@ -392,7 +396,7 @@ static void opts_one(struct perf_opts *o, int c, const char *a) {
     case OPT_LINK_GBS: o->link_gbs = opts_gbs(a); break;
     case OPT_HEADS: o->collnet_heads = (int)opts_int(a, "--heads (1..8)", 1, 8); break;
     case OPT_MEM:
-      if (perf_mem_parse(a, &o->mem)) opts_die("--mem (host, cuda, dmabuf or udmabuf)", a);
+      if (perf_mem_parse(a, &o->mem)) opts_die("--mem (host, cuda, dmabuf, udmabuf or memfd)", a);
       break;
     case OPT_PARAMS: braid_params_print(stdout); exit(0);
     case 'h': fputs(opts_usage, stdout); exit(0);

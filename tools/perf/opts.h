@@ -18,7 +18,7 @@ enum perf_algo { PERF_ALGO_RING, PERF_ALGO_TREE, PERF_ALGO_COLLNET, PERF_ALGO_AU
 /* PERF_PROTO_AUTO picks per size, as NCCL's tuner does (see proto.c). */
 enum perf_proto { PERF_PROTO_LL, PERF_PROTO_LL128, PERF_PROTO_SIMPLE, PERF_PROTO_AUTO };
 /* --mem: where the buffers the plugin moves data in live (mem.h). */
-enum perf_mem { PERF_MEM_HOST, PERF_MEM_CUDA, PERF_MEM_DMABUF, PERF_MEM_UDMABUF };
+enum perf_mem { PERF_MEM_HOST, PERF_MEM_CUDA, PERF_MEM_DMABUF, PERF_MEM_UDMABUF, PERF_MEM_MEMFD };
 
 struct perf_opts {
   enum perf_op op;
@@ -50,7 +50,7 @@ struct perf_opts {
                            iteration (untimed) */
   int yield_idle;
   int staged;           /* sendrecv through staging slots instead of user buffers */
-  enum perf_mem mem;    /* --mem: host, cuda, dmabuf (cuda exported as a dma-buf), udmabuf */
+  enum perf_mem mem;    /* --mem: host, cuda, dmabuf (cuda exported as a dma-buf), udmabuf, memfd */
   const char *calibrate; /* --calibrate FILE: measure every algorithm, write a calibration */
   int repeats;          /* --repeats: interleaved repeats per size, median kept (>= 1) */
   double link_gbs;      /* --link-gbs: network GB/s per node for NCCL's model */

@@ -26,3 +26,14 @@ TARGETS        += $(VERBS_CONN_TEST)
 # Sanitized builds link the sanitizers' runtimes statically: the test guest has no libasan.
 $(VERBS_CONN_TEST): $(call obj,tools/verbs-probe/conn_test.c net_plugin/transport/verbs/verbs_conn.c net_plugin/wire/verbs.c net_plugin/transport/verbs/verbs_ep.c net_plugin/transport/verbs/verbs_flush.c net_plugin/transport/verbs/verbs_dev.c net_plugin/stripe/sched.c $(COMMON_SRCS))
 	$(CC) $(LDFLAGS) $(if $(filter 1,$(SAN)),-static-libasan -static-libubsan) $^ -o $@ -ldl -lpthread -lm
+
+# libbraid-dmabuf-shim.so (TEST ONLY): ibv_reg_dmabuf_mr for rxe, which has none, by mapping the
+# fd and registering the mapping (test/vm/dmabuf_shim.c); braid opens it through
+# BRAID_IBVERBS_LIB in the soft-RoCE guest (test/vm/verbs_gpu_test.sh).  Linked to libibverbs,
+# which provides every other function; built with everything, never installed.
+DMABUF_SHIM = $(BUILD)/libbraid-dmabuf-shim.so
+TARGETS    += $(DMABUF_SHIM)
+
+$(DMABUF_SHIM): test/vm/dmabuf_shim.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -std=c11 $(OPT) -g -fPIC $(WARN) -fvisibility=hidden -shared $< -o $@ -libverbs

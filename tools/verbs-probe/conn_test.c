@@ -12,6 +12,14 @@
  *                     the buffer, as NCCL's LL flags would); prints how many were detached
  *   --mismatch        only: a send larger than its receive must fail both ends as the
  *                     application's error (ncclInvalidUsage), each saying both sizes
+ *   --flush           after each verified receive of size > 0, the GPUDirect flush NCCL would
+ *                     ask for (braid_vc_flush: an RDMA READ on each live rail's loopback QP),
+ *                     tested until done within 10 s; prints the flushes and each rail's
+ *                     completed flush reads (host memory here: the path, not GPUDirect)
+ *   --dead-flush      with --go: after the go line (the caller took every rail down), only
+ *                     flushes of the last receive, each tested until it completes or fails
+ *                     (driving the receiver): one must fail with the connection's error within
+ *                     15 s, never hang (with --flush, the loopback QPs are open before)
  * Exit status: 0 passed, 1 failed, 2 usage. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +44,8 @@ struct run {
   bool sdone[INFLIGHT], rdone[INFLIGHT];
   bool hint, detached[INFLIGHT];
   uint64_t bytes, ndetached;
+  bool flush;
+  uint64_t flushes;
 };
 
 static int fail(struct run *x, const char *what) {
@@ -67,6 +77,23 @@ static int post(struct run *x, size_t sz) {
   x->size[i] = sz;
   x->sdone[i] = x->rdone[i] = false;
   x->posted++;
+  return 0;
+}
+
+/* The flush of receive buffer i (its data verified): posted, then tested until done.  0, or -1
+ * with the reason (a failed flush, or none within 10 s). */
+static int flush_one(struct run *x, int i) {
+  int req, rc;
+  double deadline = braid_now_s() + 10;
+  while ((rc = braid_vc_flush(x->vc[1], x->rbuf[i], x->rmem[i], &req)) == 1)
+    if (braid_now_s() > deadline) return fail(x, "no room for a flush within 10 s");
+  if (rc) return fail(x, "flush");
+  bool done = false;
+  while (!done) {
+    if (braid_vc_progress(x->vc[0]) || braid_vc_flush_test(x->vc[1], req, &done)) return fail(x, "flush test");
+    if (!done && braid_now_s() > deadline) return fail(x, "a flush did not complete within 10 s");
+  }
+  x->flushes++;
   return 0;
 }
 
@@ -108,9 +135,35 @@ static int finish(struct run *x, double deadline) {
     printf("FAIL: message %llu: written past its %zu bytes\n", (unsigned long long)x->done, x->size[i]);
     return -1;
   }
+  if (x->flush && x->size[i] && flush_one(x, i)) return -1;
   x->bytes += x->size[i];
   x->done++;
   return 0;
+}
+
+/* Every rail down (the caller's doing, before the go line): flushes of the last receive's buffer,
+ * both ends driven, until one fails (the connection's error) or 15 s pass (a failure: the flush
+ * never noticed).  Every flush that is posted must finish, or fail, within 10 s. */
+static int dead_flush(struct run *x) {
+  int i = (int)((x->done + INFLIGHT - 1) % INFLIGHT);
+  double t0 = braid_now_s();
+  uint64_t ok = 0;
+  while (braid_now_s() - t0 < 15) {
+    braid_vc_progress(x->vc[0]);
+    int req, rc = braid_vc_flush(x->vc[1], x->rbuf[i], x->rmem[i], &req);
+    bool done = rc != 0;
+    while (rc == 0 && !done) {
+      if (braid_vc_flush_test(x->vc[1], req, &done)) rc = -1, done = true;
+      else if (!done && braid_now_s() - t0 > 25) return fail(x, "a flush with every rail down hung");
+    }
+    if (rc < 0) {
+      printf("dead flush: failed after %.1f s (%llu flushes completed before): %s\n", braid_now_s() - t0,
+             (unsigned long long)ok, braid_vc_error(x->vc[1]));
+      return 0;
+    }
+    ok += rc == 0;
+  }
+  return fail(x, "flushes still completed 15 s after every rail went down");
 }
 
 /* Streams messages of sz for secs seconds (8 in flight); returns 0 or -1. */
@@ -174,14 +227,17 @@ static int find_rails(int n, struct braid_verbs_rail *a, struct braid_verbs_rail
 
 static void usage(void) {
   fputs("usage: braid-verbs-conn-test [--rails N] [--size BYTES] [--chunk BYTES] [--seconds S]\n"
-        "                             [--equal] [--sizes] [--go] [--hint]\n"
+        "                             [--equal] [--sizes] [--go] [--hint] [--flush]\n"
+        "                             [--mismatch | --go --dead-flush]\n"
         "A striped verbs connection over rxe_a<r> -> rxe_b<r>, r < N (default 4), in this process:\n"
         "8 messages of --size (default 1 MiB) in flight for --seconds (default 3), every byte\n"
         "verified; prints Mbit/s and each rail's share.  --equal stripes in turn instead of by\n"
         "braid's scheduler; --sizes first sends 0, 1, 4095 bytes, a chunk, a chunk + 1 and 3 MiB\n"
         "+ 5; --go prints READY after 1 s and waits for a line on stdin before the timed run;\n"
         "--hint offers each receive for early completion and checks detached ones in place;\n"
-        "--mismatch only checks that a send larger than its receive fails both ends.\n",
+        "--mismatch only checks that a send larger than its receive fails both ends; --flush\n"
+        "flushes each verified receive (each live rail's loopback READ) and counts them;\n"
+        "--dead-flush (with --go) only flushes after the go line, expecting a failure.\n",
         stderr);
 }
 
@@ -189,7 +245,7 @@ int main(int argc, char **argv) {
   int nrails = 4;
   size_t size = 1 << 20;
   double secs = 3;
-  bool sizes = false, go = false, only_mismatch = false;
+  bool sizes = false, go = false, only_mismatch = false, dead = false;
   struct braid_vc_opts o = {0};
   static struct run x;
   for (int i = 1; i < argc; i++) {
@@ -202,12 +258,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--go")) go = true;
     else if (!strcmp(argv[i], "--hint")) x.hint = true;
     else if (!strcmp(argv[i], "--mismatch")) only_mismatch = true;
+    else if (!strcmp(argv[i], "--flush")) x.flush = true;
+    else if (!strcmp(argv[i], "--dead-flush")) dead = true;
     else {
       usage();
       return 2;
     }
   }
-  if (nrails < 1 || nrails > BRAID_VC_MAX_RAILS || size < 1 || secs <= 0) {
+  if (nrails < 1 || nrails > BRAID_VC_MAX_RAILS || size < 1 || secs <= 0 || (dead && !go)) {
     usage();
     return 2;
   }
@@ -248,6 +306,10 @@ int main(int argc, char **argv) {
     fflush(stdout);
     char line[16];
     if (!rc && !fgets(line, sizeof line, stdin)) rc = fail(&x, "no go line on stdin");
+    if (!rc && dead) {
+      rc = dead_flush(&x);
+      secs = 0;
+    }
   }
   if (!rc && secs > 0) {
     uint64_t b0 = x.bytes, m0 = x.done, rb0[BRAID_VC_MAX_RAILS];
@@ -262,6 +324,12 @@ int main(int argc, char **argv) {
         printf("rail %d: %.1f Mbit/s%s\n", r, (double)(braid_vc_rail_bytes(x.vc[0], r) - rb0[r]) * 8 / dt / 1e6,
                braid_vc_rail_down(x.vc[0], r) ? " (down)" : "");
     }
+  }
+  if (!rc && x.flush) {
+    printf("flushed %llu receives\n", (unsigned long long)x.flushes);
+    for (int r = 0; r < nrails; r++)
+      printf("rail %d: %llu flush reads%s\n", r, (unsigned long long)braid_vc_rail_flushes(x.vc[1], r),
+             braid_vc_rail_down(x.vc[1], r) ? " (down)" : "");
   }
   if (!rc && x.hint)
     printf("detached %llu of %llu receives (completed early, their data verified in place)\n",

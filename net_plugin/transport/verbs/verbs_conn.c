@@ -82,6 +82,7 @@ struct braid_vc {
   struct braid_vctl_fenced fenced[BRAID_VC_MAX_RAILS];
   uint64_t fence_since[BRAID_VC_MAX_RAILS];
   uint64_t rail_bytes[BRAID_VC_MAX_RAILS];
+  uint64_t flush_reads[BRAID_VC_MAX_RAILS]; /* receiver: flush reads completed, per rail */
   struct braid_sched sched;
   uint64_t next_tick, next_event_check;
   struct ctlmsg ctl[CTLQ];
@@ -747,6 +748,7 @@ int braid_vc_flush_test(struct braid_vc *vc, int req, bool *done) {
     for (int i = 0; i < n; i++) {
       if (ev[i].kind == BRAID_VERBS_EV_ERROR)
         return vc_fail(vc, "the flush on rail %s failed: %s", braid_verbs_ep_name(vc->ep[r]), ev[i].why);
+      vc->flush_reads[r]++;
       if (ev[i].cookie < BRAID_VC_FLUSHES && vc->fl[ev[i].cookie].pending > 0) vc->fl[ev[i].cookie].pending--;
     }
   }
@@ -781,6 +783,7 @@ const char *braid_vc_error(const struct braid_vc *vc) { return vc->err; }
 bool braid_vc_usage_error(const struct braid_vc *vc) { return vc->usage; }
 uint64_t braid_vc_rail_bytes(const struct braid_vc *vc, int rail) { return vc->rail_bytes[rail]; }
 bool braid_vc_rail_down(const struct braid_vc *vc, int rail) { return vc->down[rail]; }
+uint64_t braid_vc_rail_flushes(const struct braid_vc *vc, int rail) { return vc->flush_reads[rail]; }
 
 void braid_vc_close(struct braid_vc *vc) {
   if (!vc) return;

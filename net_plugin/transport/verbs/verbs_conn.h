@@ -103,6 +103,8 @@ void braid_vc_describe(const struct braid_vc *vc, char *buf, size_t len);
 /* Bytes each rail carried (acknowledged writes), for telemetry and tests. */
 uint64_t braid_vc_rail_bytes(const struct braid_vc *vc, int rail);
 bool braid_vc_rail_down(const struct braid_vc *vc, int rail);
+/* Receiver: flush reads completed on each rail (braid_vc_flush_test), for tests. */
+uint64_t braid_vc_rail_flushes(const struct braid_vc *vc, int rail);
 void braid_vc_close(struct braid_vc *vc);
 
 #endif

@@ -186,12 +186,18 @@ static void *sym(void *lib, const char *name, bool *missing) {
 }
 
 static int lib_load(void) {
-  void *lib = test_resolver ? NULL : dlopen("libibverbs.so.1", RTLD_NOW);
+  /* BRAID_IBVERBS_LIB (tests only): a library that wraps libibverbs, such as the soft-RoCE
+   * guest's dma-buf shim (test/vm/dmabuf_shim.c); its dependencies answer what it lacks. */
+  const char *name = braid_param_str(BRAID_P_IBVERBS_LIB);
+  bool other = name[0] != 0;
+  if (!other) name = "libibverbs.so.1";
+  void *lib = test_resolver ? NULL : dlopen(name, RTLD_NOW);
   if (!lib && !test_resolver) {
-    snprintf(lib_why, sizeof lib_why, "libibverbs.so.1 cannot be loaded (%s): apt-get install "
-             "libibverbs1 ibverbs-providers", dlerror());
+    snprintf(lib_why, sizeof lib_why, "%s cannot be loaded (%s)%s", name, dlerror(),
+             other ? " (BRAID_IBVERBS_LIB)" : ": apt-get install libibverbs1 ibverbs-providers");
     return -1;
   }
+  if (other && lib) BRAID_WARN("libibverbs functions from %s (BRAID_IBVERBS_LIB, for tests only)", name);
   lib_handle = lib;
   bool missing = false;
 #define LOAD(field, name) ibv.field = (__typeof__(ibv.field))sym(lib, name, &missing)

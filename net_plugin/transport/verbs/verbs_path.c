@@ -117,7 +117,7 @@ static ncclResult_t vp_reg(struct braid_comm *c, void *data, size_t size, const 
     BRAID_WARN("verbs: regMr on a connection whose queue pairs are not open");
     return ncclSystemError;
   }
-  if (braid_vc_reg(vc, data, size, d->type == NCCL_PTR_DMABUF ? d->fd : -1, d->offset, &m)) return ncclSystemError;
+  if (braid_vc_reg(vc, data, size, d->fd, d->offset, &m)) return ncclSystemError;
   *mem = m;
   return ncclSuccess;
 }
