@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "transport/verbs/verbs_fn.h"
 
 /* Transport timeout and retries.  The local ACK timeout is 4.096 us * 2^timeout: 16 gives
  * 268 ms.  A write is acknowledged as a whole, so one chunk (verbs_conn.c: 64 KiB) must cross
@@ -38,24 +39,7 @@ enum {
 
 #define WR_RECV (1ull << 63) /* wr_id: a receive slot; else a send slot */
 
-static struct {
-  bool loaded;
-  struct ibv_pd *(*alloc_pd)(struct ibv_context *);
-  int (*dealloc_pd)(struct ibv_pd *);
-  struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
-  int (*destroy_cq)(struct ibv_cq *);
-  struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
-  int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
-  int (*destroy_qp)(struct ibv_qp *);
-  struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
-  /* NULL when libibverbs lacks it (rdma-core before 34): dma-buf registrations then fail */
-  struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int);
-  int (*dereg_mr)(struct ibv_mr *);
-  const char *(*wc_status_str)(enum ibv_wc_status);
-  int (*get_async_event)(struct ibv_context *, struct ibv_async_event *);
-  void (*ack_async_event)(struct ibv_async_event *);
-  const char *(*event_type_str)(enum ibv_event_type);
-} fn;
+static struct braid_verbs_fn fn;
 
 struct send_slot {
   uint64_t cookie;
@@ -119,6 +103,8 @@ static int load(void) {
   fn.loaded = true;
   return 0;
 }
+
+const struct braid_verbs_fn *braid_verbs_fn(void) { return load() ? NULL : &fn; }
 
 static uint8_t mtu_cap(enum ibv_mtu m) {
   return (uint8_t)(m < IBV_MTU_256 || m > IBV_MTU_4096 ? IBV_MTU_4096 : m);

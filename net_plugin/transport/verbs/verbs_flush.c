@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "transport/verbs/verbs_fn.h"
 
 struct braid_verbs_flush {
   struct braid_verbs_ep *ep;
@@ -21,34 +22,8 @@ struct braid_verbs_flush {
   uint64_t cookie[BRAID_VERBS_FLUSH_DEPTH];
   uint64_t head, tail;                  /* reads posted, reads completed */
   bool failed;
-  struct {
-    struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
-    int (*destroy_cq)(struct ibv_cq *);
-    struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
-    int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
-    int (*destroy_qp)(struct ibv_qp *);
-    struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
-    int (*dereg_mr)(struct ibv_mr *);
-    const char *(*wc_status_str)(enum ibv_wc_status);
-  } fn;
+  const struct braid_verbs_fn *fn; /* verbs_fn.h */
 };
-
-static int load(struct braid_verbs_flush *f) {
-  const char *missing = NULL;
-#define LOAD(field, name) \
-  if (!(*(void **)&f->fn.field = braid_verbs_sym(name)) && !missing) missing = name
-  LOAD(create_cq, "ibv_create_cq");
-  LOAD(destroy_cq, "ibv_destroy_cq");
-  LOAD(create_qp, "ibv_create_qp");
-  LOAD(modify_qp, "ibv_modify_qp");
-  LOAD(destroy_qp, "ibv_destroy_qp");
-  LOAD(reg_mr, "ibv_reg_mr");
-  LOAD(dereg_mr, "ibv_dereg_mr");
-  LOAD(wc_status_str, "ibv_wc_status_str");
-#undef LOAD
-  if (missing) BRAID_WARN("verbs flush: libibverbs.so.1 lacks %s", missing);
-  return missing ? -1 : 0;
-}
 
 int braid_verbs_flush_open(struct braid_verbs_ep *ep, struct braid_verbs_flush **out) {
   *out = NULL;
@@ -56,19 +31,19 @@ int braid_verbs_flush_open(struct braid_verbs_ep *ep, struct braid_verbs_flush *
   if (!f) return -1;
   f->ep = ep;
   const char *name = braid_verbs_ep_name(ep);
-  if (load(f)) goto fail;
-  if (!(f->cq = f->fn.create_cq(braid_verbs_ep_context(ep), BRAID_VERBS_FLUSH_DEPTH, NULL, NULL, 0))) {
+  if (!(f->fn = braid_verbs_fn())) goto fail;
+  if (!(f->cq = f->fn->create_cq(braid_verbs_ep_context(ep), BRAID_VERBS_FLUSH_DEPTH, NULL, NULL, 0))) {
     BRAID_WARN("%s: flush: ibv_create_cq failed: %s", name, strerror(errno));
     goto fail;
   }
   struct ibv_qp_init_attr ia = {.send_cq = f->cq, .recv_cq = f->cq, .qp_type = IBV_QPT_RC, .sq_sig_all = 1,
                                 .cap = {.max_send_wr = BRAID_VERBS_FLUSH_DEPTH, .max_recv_wr = 1,
                                         .max_send_sge = 1, .max_recv_sge = 1}};
-  if (!(f->qp = f->fn.create_qp(braid_verbs_ep_pd(ep), &ia))) {
+  if (!(f->qp = f->fn->create_qp(braid_verbs_ep_pd(ep), &ia))) {
     BRAID_WARN("%s: flush: ibv_create_qp (RC loopback) failed: %s", name, strerror(errno));
     goto fail;
   }
-  if (!(f->mr = f->fn.reg_mr(braid_verbs_ep_pd(ep), f->scratch, sizeof f->scratch, IBV_ACCESS_LOCAL_WRITE))) {
+  if (!(f->mr = f->fn->reg_mr(braid_verbs_ep_pd(ep), f->scratch, sizeof f->scratch, IBV_ACCESS_LOCAL_WRITE))) {
     BRAID_WARN("%s: flush: ibv_reg_mr of the scratch failed: %s", name, strerror(errno));
     goto fail;
   }
@@ -130,7 +105,7 @@ int braid_verbs_flush_poll(struct braid_verbs_flush *f, struct braid_verbs_ev *e
     }
     ev[i].kind = BRAID_VERBS_EV_ERROR;
     ev[i].status = wc[i].status;
-    snprintf(ev[i].why, sizeof ev[i].why, "flush read: %s (vendor error %u)", f->fn.wc_status_str(wc[i].status),
+    snprintf(ev[i].why, sizeof ev[i].why, "flush read: %s (vendor error %u)", f->fn->wc_status_str(wc[i].status),
              wc[i].vendor_err);
     if (!f->failed && wc[i].status != IBV_WC_WR_FLUSH_ERR)
       BRAID_WARN("%s: %s; the GPU may not see the received data yet", braid_verbs_ep_name(f->ep), ev[i].why);
@@ -143,7 +118,7 @@ void braid_verbs_flush_close(struct braid_verbs_flush *f) {
   if (!f) return;
   if (f->qp) {
     struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-    if (f->head != f->tail && !f->fn.modify_qp(f->qp, &a, IBV_QP_STATE)) {
+    if (f->head != f->tail && !f->fn->modify_qp(f->qp, &a, IBV_QP_STATE)) {
       struct braid_verbs_ev ev[BRAID_VERBS_FLUSH_DEPTH];
       struct timespec nap = {0, 100000};
       uint64_t t0 = braid_now_ns();
@@ -152,10 +127,10 @@ void braid_verbs_flush_close(struct braid_verbs_flush *f) {
              braid_verbs_flush_poll(f, ev, BRAID_VERBS_FLUSH_DEPTH) >= 0)
         nanosleep(&nap, NULL);
     }
-    int rc = f->fn.destroy_qp(f->qp);
+    int rc = f->fn->destroy_qp(f->qp);
     if (rc) BRAID_WARN("%s: flush: ibv_destroy_qp failed: %s", braid_verbs_ep_name(f->ep), strerror(rc));
   }
-  if (f->mr) f->fn.dereg_mr(f->mr);
-  if (f->cq) f->fn.destroy_cq(f->cq);
+  if (f->mr) f->fn->dereg_mr(f->mr);
+  if (f->cq) f->fn->destroy_cq(f->cq);
   free(f);
 }
