@@ -26,6 +26,13 @@
  * the two threads of each process meet at a barrier after every phase, so
  * both directions run their phases in lockstep and overlap fully.
  *
+ * CPU per GB moved: each process's user + system CPU time (getrusage
+ * RUSAGE_SELF, both its threads) from the start of its first measured phase
+ * to the end of its last, both processes summed, over the payload bytes sent
+ * in the measured phases (both directions in bidir mode); the same figure
+ * braid-perf prints.  Its thread that sends (or, in B one way, the receiver)
+ * takes the readings.
+ *
  * GB/s means 1e9 bytes per second.  The last line of output is
  *   RESULT mode=oneway block=1048576 gbps_median=4.53 gbps_best=4.80 ...
  *
@@ -45,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -184,12 +192,26 @@ static uint64_t whole_blocks(double bytes)
 	return n * b;
 }
 
+/* This process's CPU seconds at the start and end of the measured phases:
+ * user, system. */
+static double cpu_start[2], cpu_end[2];
+
+static void cpu_now(double *at)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		die("getrusage: %s", strerror(errno));
+	at[0] = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6;
+	at[1] = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
 /* ---- one direction: sender and receiver sides ---- */
 
 struct dir {
 	int fd;
 	char *buf;                 /* opt.block bytes */
 	pthread_barrier_t *barrier; /* bidir only: meet the other thread */
+	int cpu_owner;             /* this thread reads the process's CPU time */
 	uint64_t phase_bytes;      /* sender: bytes per measured phase */
 	double gbps[MAX_REPEAT];   /* sender: measured rates */
 };
@@ -237,11 +259,15 @@ static void *sender(void *arg)
 		n = whole_blocks(((double)n + (double)peer) / 2);
 	}
 	d->phase_bytes = n;
+	if (d->cpu_owner)
+		cpu_now(cpu_start);
 	for (int r = 0; r < opt.repeat; r++) {
 		t = send_phase(d, n);
 		phase_done(d);
 		d->gbps[r] = (double)n / t / 1e9;
 	}
+	if (d->cpu_owner)
+		cpu_now(cpu_end);
 	uint64_t end = 0;
 	write_all(d->fd, &end, sizeof end);
 	return NULL;
@@ -250,12 +276,15 @@ static void *sender(void *arg)
 static void *receiver(void *arg)
 {
 	struct dir *d = arg;
-	for (;;) {
+	const int first = opt.warmup > 0 ? 2 : 1; /* the first measured phase */
+	for (int phase = 0;; phase++) {
 		uint64_t n;
 		read_all(d->fd, &n, sizeof n);
 		n = be64toh(n);
 		if (n == 0)
 			return NULL;
+		if (d->cpu_owner && phase == first)
+			cpu_now(cpu_start);
 		while (n > 0) {
 			size_t want = n < opt.block ? (size_t)n : opt.block;
 			ssize_t r = read(d->fd, d->buf, want);
@@ -269,6 +298,8 @@ static void *receiver(void *arg)
 			n -= (uint64_t)r;
 		}
 		write_all(d->fd, "a", 1);
+		if (d->cpu_owner && phase == first + opt.repeat - 1)
+			cpu_now(cpu_end);
 		phase_done(d);
 	}
 }
@@ -296,6 +327,10 @@ static struct dir *run_side(int send_fd, int recv_fd)
 	}
 	struct dir *s = send_fd >= 0 ? new_dir(send_fd, b) : NULL;
 	struct dir *r = recv_fd >= 0 ? new_dir(recv_fd, b) : NULL;
+	if (s)
+		s->cpu_owner = 1;
+	else if (r)
+		r->cpu_owner = 1;
 	pthread_t ts, tr;
 	int e;
 	if (s && (e = pthread_create(&ts, NULL, sender, s)) != 0)
@@ -484,6 +519,8 @@ int main(int argc, char **argv)
 			write_all(pfd[1], &s->phase_bytes, sizeof s->phase_bytes);
 			write_all(pfd[1], s->gbps, (size_t)opt.repeat * sizeof s->gbps[0]);
 		}
+		double cpu[2] = { cpu_end[0] - cpu_start[0], cpu_end[1] - cpu_start[1] };
+		write_all(pfd[1], cpu, sizeof cpu);
 		_exit(0);
 	}
 
@@ -509,16 +546,25 @@ int main(int argc, char **argv)
 		read_all(pfd[0], &ba_bytes, sizeof ba_bytes);
 		read_all(pfd[0], ba, (size_t)opt.repeat * sizeof ba[0]);
 	}
+	double cpu_b[2], cpu_a[2] = { cpu_end[0] - cpu_start[0], cpu_end[1] - cpu_start[1] };
+	read_all(pfd[0], cpu_b, sizeof cpu_b);
 	int status;
 	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		die("child process failed");
 
+	/* payload bytes sent in the measured phases, both directions */
+	double gb = ((double)ab->phase_bytes + (double)ba_bytes) * opt.repeat / 1e9;
+	double cpu_gb = (cpu_a[0] + cpu_a[1] + cpu_b[0] + cpu_b[1]) / gb;
+	printf("CPU per GB moved: %.4f s (user %.4f + sys %.4f; process A %.4f, process B %.4f; "
+	       "%.3f GB)\n", cpu_gb, (cpu_a[0] + cpu_b[0]) / gb, (cpu_a[1] + cpu_b[1]) / gb,
+	       (cpu_a[0] + cpu_a[1]) / gb, (cpu_b[0] + cpu_b[1]) / gb, gb);
 	if (!opt.bidir) {
 		for (int r = 0; r < opt.repeat; r++)
 			printf("rep %d: %.3f GB/s (%llu bytes)\n", r + 1, ab->gbps[r],
 			       (unsigned long long)ab->phase_bytes);
-		printf("RESULT mode=oneway block=%zu gbps_median=%.3f gbps_best=%.3f\n", opt.block,
-		       median(ab->gbps, opt.repeat), best(ab->gbps, opt.repeat));
+		printf("RESULT mode=oneway block=%zu gbps_median=%.3f gbps_best=%.3f "
+		       "cpu_s_per_GB=%.4f\n", opt.block, median(ab->gbps, opt.repeat),
+		       best(ab->gbps, opt.repeat), cpu_gb);
 		return 0;
 	}
 	double per_dir[MAX_REPEAT], sum[MAX_REPEAT];
@@ -530,8 +576,8 @@ int main(int argc, char **argv)
 		       (unsigned long long)ba_bytes, sum[r]);
 	}
 	printf("RESULT mode=bidir block=%zu gbps_median=%.3f gbps_best=%.3f ab_gbps_median=%.3f "
-	       "ba_gbps_median=%.3f sum_gbps_median=%.3f\n",
+	       "ba_gbps_median=%.3f sum_gbps_median=%.3f cpu_s_per_GB=%.4f\n",
 	       opt.block, median(per_dir, opt.repeat), best(per_dir, opt.repeat),
-	       median(ab->gbps, opt.repeat), median(ba, opt.repeat), median(sum, opt.repeat));
+	       median(ab->gbps, opt.repeat), median(ba, opt.repeat), median(sum, opt.repeat), cpu_gb);
 	return 0;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -20,6 +21,7 @@ struct bench {
   struct perf_net *pn;
   struct plan_args a;
   size_t in_bytes, out_bytes;
+  size_t op_bytes; /* the table's size of this step (bench_op_bytes) */
   /* The next operation's data seed: every filled operation of the run gets its own (it also
    * goes into every element's value with the sending rank and the element's position, so
    * which peer and which channel's part a byte came from is checked too). */
@@ -31,7 +33,22 @@ struct bench {
 struct bench_result {
   double time_us;
   uint64_t wrong;
+  /* The timed iterations' CPU time of this rank's process, all its threads (the plugin's
+   * included), and the payload bytes it sent in them (busbw's convention: the op's bytes times
+   * nccl-tests' bus factor, per iteration, on a rank that has an input to send). */
+  double cpu_user_s, cpu_sys_s, sent_bytes;
 };
+
+/* User and system CPU seconds of this process so far, every thread included. */
+static void bench_cpu(double *user, double *sys) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru)) {
+    perror("braid-perf: getrusage");
+    _exit(2);
+  }
+  *user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6;
+  *sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
 
 /* a.count (see plan_args) for sweep size `bytes`. */
 static size_t bench_count(const struct perf_opts *o, int nranks, size_t es, size_t bytes) {
@@ -185,15 +202,30 @@ static struct bench_result bench_step(struct bench *b, struct rdv *r) {
   for (int w = 0; w < b->o->warmup; w++) res.wrong += bench_verified(b);
   uint32_t seed = all ? 0 : bench_prepare(b);
   if (rdv_barrier(r)) _exit(2);
+  double u0, s0, u1, s1; /* CPU around the timed loop, or (--check-all) each operation */
+  bench_cpu(&u0, &s0);
   double busy = 0, t0 = braid_now_s();
   for (int it = 0; it < b->o->iters; it++) {
     if (all) seed = bench_prepare(b);
+    if (all) bench_cpu(&u0, &s0);
     double s = braid_now_s();
     bench_once(b);
     busy += braid_now_s() - s;
-    if (all) res.wrong += bench_check(b, seed);
+    if (all) {
+      bench_cpu(&u1, &s1);
+      res.cpu_user_s += u1 - u0;
+      res.cpu_sys_s += s1 - s0;
+      res.wrong += bench_check(b, seed);
+    }
   }
   double elapsed = all ? busy : braid_now_s() - t0;
+  if (!all) {
+    bench_cpu(&u1, &s1);
+    res.cpu_user_s = u1 - u0;
+    res.cpu_sys_s = s1 - s0;
+  }
+  if (bench_has_input(b))
+    res.sent_bytes = (double)b->op_bytes * report_bus_factor(b->o->op, b->a.nranks) * b->o->iters;
   res.time_us = elapsed * 1e6 / b->o->iters;
   if (!all) res.wrong += bench_check(b, seed);
   res.wrong += bench_verified(b);
@@ -244,15 +276,20 @@ static int bench_cmp_double(const void *x, const void *y) {
 }
 
 /* Row of variant k from every rank's results ([rank][repeat][variant]): per repeat the
- * slowest rank's time, then the median over repeats; wrong elements of all of them. */
+ * slowest rank's time, then the median over repeats; wrong elements, CPU time and bytes sent
+ * of all of them (rank_cpu[q], when not NULL: rank q's CPU seconds added). */
 static void bench_row(const struct bench_result *all, int nranks, int reps, int nv, int k,
-                      double *scratch, struct report_row *row) {
+                      double *scratch, double *rank_cpu, struct report_row *row) {
   for (int rep = 0; rep < reps; rep++) {
     scratch[rep] = 0;
     for (int q = 0; q < nranks; q++) {
       const struct bench_result *x = &all[((size_t)q * reps + rep) * nv + k];
       scratch[rep] = x->time_us > scratch[rep] ? x->time_us : scratch[rep];
       row->wrong += x->wrong;
+      row->cpu_user_s += x->cpu_user_s;
+      row->cpu_sys_s += x->cpu_sys_s;
+      row->cpu_bytes += x->sent_bytes;
+      if (rank_cpu) rank_cpu[q] += x->cpu_user_s + x->cpu_sys_s;
     }
   }
   qsort(scratch, (size_t)reps, sizeof *scratch, bench_cmp_double);
@@ -302,7 +339,8 @@ int bench_run(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, con
   struct bench_result *mine = calloc(per_rank, sizeof *mine);
   struct bench_result *all = calloc(per_rank * (size_t)r->nranks, sizeof *all);
   double *scratch = calloc((size_t)reps, sizeof *scratch);
-  if (!mine || !all || !scratch) {
+  double *rank_cpu = calloc((size_t)r->nranks, sizeof *rank_cpu); /* CPU seconds per rank */
+  if (!mine || !all || !scratch || !rank_cpu) {
     fprintf(stderr, "braid-perf: out of memory for results\n");
     _exit(2);
   }
@@ -313,6 +351,7 @@ int bench_run(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, con
   for (size_t s = o->min_bytes; s <= o->max_bytes; s = bench_next(o, s), step++) {
     struct bench_variant v[BENCH_MAX_VARIANTS];
     size_t count, bytes = bench_size(&b, s, &count);
+    b.op_bytes = bytes;
     int nv = mode->variants(mode->ctx, step, bytes, v);
     if (nv < 1 || nv > BENCH_MAX_VARIANTS) {
       fprintf(stderr, "braid-perf: internal error: %d variants at %zu bytes\n", nv, bytes);
@@ -329,7 +368,7 @@ int bench_run(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, con
     for (int k = 0; k < nv; k++) {
       struct report_row row = {.bytes = bytes, .count = count, .proto = v[k].proto,
                                .algo = v[k].algo, .nch = v[k].nch, .label = v[k].label};
-      bench_row(all, r->nranks, reps, nv, k, scratch, &row);
+      bench_row(all, r->nranks, reps, nv, k, scratch, rank_cpu, &row);
       wrong += row.wrong;
       if (r->rank != 0) continue;
       report_row(&rp, &row);
@@ -338,7 +377,8 @@ int bench_run(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, con
   }
   uint64_t checked = 0;
   if (bench_counters(pn, o, r, b.checked, &checked)) _exit(2);
-  if (r->rank == 0) report_close(&rp, checked);
+  if (r->rank == 0) report_close(&rp, checked, rank_cpu);
+  free(rank_cpu);
   free(mine);
   free(all);
   free(scratch);

@@ -6,7 +6,7 @@
 #include "dtype.h"
 
 /* nccl-tests' bus bandwidth factors. */
-static double report_busbw_factor(enum perf_op op, int n) {
+double report_bus_factor(enum perf_op op, int n) {
   switch (op) {
     case PERF_ALLREDUCE: return 2.0 * (n - 1) / n;
     case PERF_ALLGATHER:
@@ -17,7 +17,7 @@ static double report_busbw_factor(enum perf_op op, int n) {
 
 double report_busbw(enum perf_op op, int nranks, size_t bytes, double time_us) {
   double sec = time_us * 1e-6;
-  return sec > 0 ? (double)bytes / 1e9 / sec * report_busbw_factor(op, nranks) : 0;
+  return sec > 0 ? (double)bytes / 1e9 / sec * report_bus_factor(op, nranks) : 0;
 }
 
 /* The header's algorithm: what --algo says, or the kind of multi-algorithm run. */
@@ -65,7 +65,7 @@ void report_row(struct report *rp, const struct report_row *row) {
   const struct perf_opts *o = rp->o;
   double sec = row->time_us * 1e-6;
   double algbw = sec > 0 ? (double)row->bytes / 1e9 / sec : 0;
-  double busbw = algbw * report_busbw_factor(o->op, rp->nranks);
+  double busbw = algbw * report_bus_factor(o->op, rp->nranks);
   const char *redop = o->op == PERF_ALLREDUCE || o->op == PERF_REDUCESCATTER
                           ? dt_op_name(o->redop) : "none";
   printf(" %12zu %12zu %8s %6s %10.2f %8.3f %8.3f %7llu  %s\n", row->bytes, row->count,
@@ -74,24 +74,46 @@ void report_row(struct report *rp, const struct report_row *row) {
   fflush(stdout);
   rp->busbw_sum += busbw;
   rp->wrong_total += row->wrong;
+  rp->cpu_user_s += row->cpu_user_s;
+  rp->cpu_sys_s += row->cpu_sys_s;
+  rp->cpu_bytes += row->cpu_bytes;
+  double cpu_per_gb = row->cpu_bytes > 0 ? (row->cpu_user_s + row->cpu_sys_s) / (row->cpu_bytes / 1e9) : 0;
   if (rp->json)
     fprintf(rp->json,
             "%s  {\"op\": \"%s\", \"algo\": \"%s\", \"proto\": \"%s\", \"nranks\": %d, "
             "\"channels\": %d, \"type\": \"%s\", \"redop\": \"%s\", \"bytes\": %zu, "
             "\"count\": %zu, \"time_us\": %.3f, \"algbw_GBps\": %.6f, \"busbw_GBps\": %.6f, "
-            "\"wrong\": %llu}",
+            "\"wrong\": %llu, \"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f, "
+            "\"cpu_sent_bytes\": %.0f, \"cpu_s_per_GB\": %.6f}",
             rp->rows ? ",\n" : "", perf_op_name(o->op),
             o->op == PERF_ALLREDUCE ? perf_opts_algo_label(o, row->algo) : "ring",
             perf_proto_name(row->proto), rp->nranks, row->nch, dt_name(o->dtype), redop,
-            row->bytes, row->count, row->time_us, algbw, busbw, (unsigned long long)row->wrong);
+            row->bytes, row->count, row->time_us, algbw, busbw, (unsigned long long)row->wrong,
+            row->cpu_user_s, row->cpu_sys_s, row->cpu_bytes, cpu_per_gb);
   rp->rows++;
 }
 
-void report_close(struct report *rp, uint64_t checked) {
+/* "# CPU per GB moved    : ...": every rank process's user + system CPU seconds in the timed
+ * iterations over the GB (1e9 bytes) all ranks sent in them; each rank's share of the total. */
+static void report_cpu(const struct report *rp, const double *rank_cpu) {
+  double gb = rp->cpu_bytes / 1e9, cpu = rp->cpu_user_s + rp->cpu_sys_s;
+  if (!(gb > 0)) {
+    printf("# CPU per GB moved     : n/a (no bytes sent in the timed iterations; %.3f s CPU)\n", cpu);
+    return;
+  }
+  printf("# CPU per GB moved     : %.4f s (user %.4f + sys %.4f;", cpu / gb, rp->cpu_user_s / gb,
+         rp->cpu_sys_s / gb);
+  for (int q = 0; q < rp->nranks; q++)
+    printf("%s rank %d %.4f", q ? "," : "", q, rank_cpu[q] / gb);
+  printf("; %.3f GB)\n", gb);
+}
+
+void report_close(struct report *rp, uint64_t checked, const double *rank_cpu) {
   printf("# Out of bounds values : %llu %s\n", (unsigned long long)rp->wrong_total,
          rp->wrong_total ? "FAILED" : "OK");
   printf("# Outputs checked      : %llu (all ranks; %s)\n", (unsigned long long)checked,
          rp->o->check_all ? "every iteration" : "not every timed iteration");
+  report_cpu(rp, rank_cpu);
   printf("# Avg bus bandwidth    : %g\n#\n", rp->rows ? rp->busbw_sum / rp->rows : 0.0);
   fflush(stdout);
   if (rp->json) {

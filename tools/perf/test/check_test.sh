@@ -7,6 +7,7 @@
 # the last iteration only, or one that reuses the input or does not re-poison the output between
 # iterations, lets it pass (as braid-perf's --check-all did before).  Loopback, seconds.
 #   BUILD=build tools/perf/test/check_test.sh      (PERF=... to try another braid-perf)
+# Also: the closing "CPU per GB moved" line is a positive number its ranks' shares add up to.
 # Prints "check: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -48,6 +49,32 @@ else bad "clean run through chaos-net"; fi
 if CHAOS_DROP_RECV=100000 perf "${ONEWAY[@]}" && [ "$(fired)" = 0 ]; then
   ok "a drop armed past the run's last receive: never fires, passes"
 else bad "a drop armed past the run's end"; fi
+
+# CPU per GB moved (issue 22): the closing line is there, its total is a positive finite number
+# and the ranks' shares add up to it (each printed to 4 decimals); the JSON rows carry it.
+# cpu_ok NAME ARGS...: runs braid-perf with --json and checks both.
+cpu_ok() {
+  local name=$1; shift
+  if ! perf "$@" --json "$tmp/json"; then bad "CPU per GB: $name (the run failed)"; return; fi
+  local line why
+  line=$(grep "^# CPU per GB moved     : " "$tmp/out")
+  why=$(echo "$line" | awk -v n="$NR_RANKS" '{
+    sub(/^# CPU per GB moved     : /, ""); total = $1 + 0
+    if ($1 !~ /^[0-9]+\.[0-9]+$/ || !(total > 0)) { print "total not a positive number: " $1; exit }
+    if ($2 != "s") { print "no unit"; exit }
+    ranks = 0; sum = 0
+    for (i = 1; i <= NF; i++) if ($i == "rank") { ranks++; v = $(i + 2); sub(/[,;]$/, "", v); sum += v }
+    if (ranks != n) { print ranks " ranks shown, want " n; exit }
+    d = sum - total; if (d < 0) d = -d
+    if (d > 0.0001 * (n + 1)) print "ranks sum to " sum ", total " total
+  }')
+  if [ -z "$line" ]; then bad "CPU per GB: $name (no CPU line)"
+  elif [ -n "$why" ]; then bad "CPU per GB: $name ($why: $line)"
+  elif ! grep -q '"cpu_s_per_GB": [0-9.]*[1-9]' "$tmp/json"; then bad "CPU per GB: $name (no positive cpu_s_per_GB in --json)"
+  else ok "CPU per GB: $name (${line#*: })"; fi
+}
+NR_RANKS=2 cpu_ok "sendrecv --oneway, 2 ranks" "${ONEWAY[@]}"
+NR_RANKS=3 cpu_ok "ring allreduce, 3 ranks, no --check-all" allreduce --algo ring -n 3 -b 1M -e 4M -f 4 -w 1 -i 4
 
 caught "a receive's write lost in timed iteration 2 of 4 (registered buffer)" CHAOS_DROP_RECV=150 "${ONEWAY[@]}"
 caught "a receive's write lost (through the staging slots)" CHAOS_DROP_RECV=150 "${ONEWAY[@]}" --staged
