@@ -22,7 +22,8 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int cache[CACHED]; /* bits + 1; 0: not decided yet */
 
-/* Each rail's dma-buf probe, once per RDMA device (the answer is the device's). */
+/* A rail's dma-buf probe: NCCL's probe on the rail's RDMA device (run for each rail of each
+ * NCCL device when that device is first asked about; braid_dev_ptr_support caches the answer). */
 static int rail_probe(const char *ifname) {
   struct braid_verbs_rail r;
   char why[256];

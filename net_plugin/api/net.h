@@ -33,8 +33,9 @@ ncclResult_t braid_net_listen(void *ctx, int dev, void *handle, void **listen_co
 ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_comm);
 ncclResult_t braid_net_accept(void *listen_comm, void **recv_comm);
 ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
-/* regMrDmaBuf: fd -1 registers as regMr does; else type is NCCL_PTR_DMABUF and the fd (NCCL's,
- * closed after the call) is registered at offset, mapped at data. */
+/* regMrDmaBuf: fd -1 registers as regMr does; else the fd (NCCL's, closed after the call) is
+ * registered at offset, mapped at data, whatever memory type says is behind it (NCCL passes
+ * NCCL_PTR_CUDA): the device must advertise NCCL_PTR_DMABUF. */
 ncclResult_t braid_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
                                      int fd, void **mhandle);
 ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle);
