@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "catomic.h"
 #include "clock.h"
 #include "nccl_plugin/common.h"
 #include "topo/ifaces.h"
@@ -40,7 +41,9 @@ struct braid_req {
   enum braid_req_kind kind;
   struct braid_comm *comm;
   int index; /* in the comm's pool */
-  bool done;
+  /* Set by whoever completes it under the comm's lock (c->lock: a socket helper thread, or the
+   * proxy); test() reads it without the lock (xfer.c). */
+  BRAID_ATOMIC(bool) done;
   bool warned;          /* BRAID_WAIT_WARN_MS reported */
   uint64_t posted_ns;
   /* send */
@@ -199,6 +202,13 @@ struct braid_comm {
   const struct braid_path_ops *path; /* (path.h) */
   void *path_state;                   /* the path's own state (the verbs path's) */
   pthread_mutex_t ofi_lock; /* streams' endpoint pointers: closing vs deregMr's forget */
+  /* Socket helper threads (transport/socket/sock_helper.h): with threaded set, everything below
+   * is the comm's lock's: NCCL's calls (xfer.c) and the helpers hold it; helpers drop it around
+   * their system calls. */
+  pthread_mutex_t lock;
+  bool threaded;
+  uint64_t proxy_next_ns;   /* the proxy's next progress pass while nothing completes (xfer.c) */
+  void *helpers;            /* the socket transport's threads (sock_helper.c) */
   const struct braid_stream_ops *sops; /* the streams' transport (stream path only) */
   struct braid_stream *streams;
   /* its requests (xfer.c) */
@@ -218,6 +228,14 @@ struct braid_comm {
     uint64_t test_calls;
   } diag;
 };
+
+/* NCCL's calls hold the comm's lock where helper threads share it (c->threaded). */
+static inline void braid_comm_lock(struct braid_comm *c) {
+  if (c->threaded) pthread_mutex_lock(&c->lock);
+}
+static inline void braid_comm_unlock(struct braid_comm *c) {
+  if (c->threaded) pthread_mutex_unlock(&c->lock);
+}
 
 /* Marks the comm failed (first cause wins) and logs one WARN naming the peer. */
 ncclResult_t braid_comm_fail(struct braid_comm *c, ncclResult_t err, const char *fmt, ...)

@@ -27,6 +27,7 @@
 #include "transport/transport.h"
 #include "comm/setup.h"
 #include "transport/socket/sock.h"
+#include "transport/socket/sock_helper.h"
 
 #define MAX_STREAMS (BRAID_MAX_STREAMS * BRAID_MAX_RAILS)
 
@@ -174,6 +175,14 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
   k->ofi = mine == theirs && mine == BRAID_TRANSPORT_OFI;
   k->verbs = mine == theirs && mine == BRAID_TRANSPORT_VERBS;
   k->per_rail = k->verbs ? 1 : (int)braid_param_int(BRAID_P_NSTREAMS); /* verbs stripes itself */
+  if (!k->ofi && !k->verbs && !braid_param_from(BRAID_P_NSTREAMS)) {
+    /* Sockets with helper threads: a stream for each (a helper owns whole sockets).  Decided
+     * here: stream 0's hello carries it. */
+    int rails = device->nrails > 0 ? device->nrails : 1;
+    double bps = device->speed_mbps > 0 ? device->speed_mbps * 125000.0 : rails * 1.25e9;
+    int threads = braid_sock_threads(bps);
+    if (threads > rails) k->per_rail = (threads + rails - 1) / rails;
+  }
   k->nstreams = 1; /* stream 0 until the rail list says more */
   braid_sockaddr_str((struct sockaddr *)&h.addr, k->peer_str, sizeof k->peer_str);
   if (braid_random(&k->conn_id, sizeof k->conn_id) != 0) {

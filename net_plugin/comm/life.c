@@ -17,6 +17,7 @@ struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstrea
   struct braid_comm *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   pthread_mutex_init(&c->ofi_lock, NULL);
+  pthread_mutex_init(&c->lock, NULL);
   c->kind = (uint8_t)kind;
   c->path = &braid_stream_path; /* set-up names the verbs path where both ends chose verbs */
   c->dev = dev;
@@ -79,15 +80,17 @@ static void comm_summary(struct braid_comm *c) {
 
 void braid_comm_free(struct braid_comm *c) {
   if (!c) return;
+  /* Endpoints and helper threads first: nothing they posted may land in the buffers freed below,
+   * and no other thread touches the comm after this. */
+  c->path->quiesce(c);
   if (c->kind == BRAID_COMM_SEND) comm_summary(c);
   for (int r = 0; r < 16; r++) braid_telemetry_remove(c->stats[r]);
   braid_rejoin_free(c);
-  /* Endpoints first: nothing they posted may land in the buffers freed below. */
-  c->path->quiesce(c);
   c->path->free(c);
   for (int i = 0; c->streams && i < c->nstreams; i++)
     if (c->streams[i].fd >= 0) close(c->streams[i].fd);
   pthread_mutex_destroy(&c->ofi_lock);
+  pthread_mutex_destroy(&c->lock);
   free(c->streams);
   free(c->reqs);
   free(c->free_reqs);

@@ -44,6 +44,7 @@ static void join_retry_later(struct braid_stream *s, uint64_t now) {
 /* The receiver confirmed: the new socket replaces the broken one; both ends count frames from
  * zero again. */
 static void join_revive(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
+  braid_sock_stream_renew(s); /* (first: no system call on the old socket is under way after it) */
   if (s->fd >= 0) close(s->fd);
   s->fd = s->join_fd;
   s->join_fd = -1;
@@ -52,7 +53,6 @@ static void join_revive(struct braid_comm *c, struct braid_stream *s, uint64_t n
   braid_sock_tune(s->fd);
   braid_sock_short_queue(s->fd);
   s->tx_count = 0, s->tx_done = 0;
-  braid_sock_stream_renew(s);
   s->frames_started = s->frames_acked = s->ignore_until = 0;
   s->dead = false;
   BRAID_WARN("send stream %d (rail %d, %s) to %s reconnected", (int)(s - c->streams), s->rail,
@@ -144,11 +144,11 @@ static void join_drop(struct braid_comm *c, int i, const char *why) {
 
 static void join_replace(struct braid_comm *c, int i, const struct braid_hello *h) {
   struct braid_stream *s = &c->streams[h->stream];
+  braid_sock_stream_renew(s); /* a frame half read from the old socket is dropped */
   if (s->fd >= 0) close(s->fd);
   s->fd = c->rejoin.join[i].fd;
   c->rejoin.join[i] = c->rejoin.join[--c->rejoin.njoin];
   braid_sock_tune(s->fd);
-  braid_sock_stream_renew(s); /* a frame half read from the old socket is dropped */
   s->frames_recvd = s->frames_ack_sent = 0;
   s->eof = s->dead = false;
   BRAID_WARN("receive stream %d (rail %d, %s) from %s rejoined", (int)h->stream, s->rail,

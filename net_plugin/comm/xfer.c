@@ -1,8 +1,11 @@
 /* The data path's entry points: isend / irecv / test, and the request pool.
  *
- * Progress is made inside the calls themselves (no progress thread): on a busy node a thread
- * beside NCCL's polling proxy turns microseconds into milliseconds.  The comm's path (path.h)
- * does the work. */
+ * Progress is made inside the calls themselves, or, over sockets with BRAID_SOCKET_THREADS, by
+ * the socket transport's helper threads (sock_helper.h) as well: then each call holds the comm's
+ * lock, and test() looks at a request's done flag without it, taking the lock only when the
+ * request completed or every XFER_PROXY_EVERY_NS (timers, diagnostics, a failed comm), so that
+ * NCCL's spinning proxy does not contend with the helpers for the lock.  The comm's path
+ * (path.h) does the work. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +13,8 @@
 #include "comm/diag.h"
 #include "log.h"
 #include "comm/path.h"
+
+#define XFER_PROXY_EVERY_NS 20000ull
 
 struct braid_req *braid_req_alloc(struct braid_comm *c, enum braid_req_kind kind) {
   if (c->nfree == 0) return NULL;
@@ -40,7 +45,7 @@ static ncclResult_t xfer_posted(struct braid_req *r, ncclResult_t rc, bool again
   return ncclSuccess;
 }
 
-ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag, void *mem,
+static ncclResult_t xfer_isend_locked(struct braid_comm *c, void *data, size_t size, int tag, void *mem,
                               void **request) {
   *request = NULL;
   if (c->err) return c->err;
@@ -70,7 +75,7 @@ ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int
  * flags.  NCCL may then stop calling into the comm after a collective's last step, so a receive
  * completes early only where its data reaches the buffer without this proxy calling again: the
  * path decides (r->hinted in, r->early out; see each path's irecv). */
-ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,
+static ncclResult_t xfer_irecv_locked(struct braid_comm *c, int n, void **data, const size_t *sizes,
                               const int *tags, void *mem, bool hint, void **request) {
   *request = NULL;
   if (c->err) return c->err;
@@ -91,7 +96,7 @@ ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const si
   return xfer_posted(r, rc, again, request);
 }
 
-ncclResult_t braid_xfer_iflush(struct braid_comm *c, void *data, void *mem, void **request) {
+static ncclResult_t xfer_iflush_locked(struct braid_comm *c, void *data, void *mem, void **request) {
   *request = NULL;
   if (c->err) return c->err;
   if (!c->path->flush) return ncclSuccess; /* the path never needs one */
@@ -105,13 +110,7 @@ ncclResult_t braid_xfer_iflush(struct braid_comm *c, void *data, void *mem, void
   return xfer_posted(r, rc, none, request);
 }
 
-ncclResult_t braid_xfer_test(void *request, int *done, int *sizes) {
-  struct braid_req *r = request;
-  *done = 0;
-  if (!r || r->kind == BRAID_REQ_FREE) {
-    BRAID_WARN("test() on an invalid or already completed request %p", request);
-    return ncclInvalidArgument;
-  }
+static ncclResult_t xfer_test_locked(struct braid_req *r, int *done, int *sizes) {
   struct braid_comm *c = r->comm;
   ncclResult_t rc = c->path->test(c, r);
   if (rc) return rc;
@@ -127,4 +126,46 @@ ncclResult_t braid_xfer_test(void *request, int *done, int *sizes) {
   }
   braid_req_release(r);
   return ncclSuccess;
+}
+
+ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag, void *mem,
+                              void **request) {
+  braid_comm_lock(c);
+  ncclResult_t rc = xfer_isend_locked(c, data, size, tag, mem, request);
+  braid_comm_unlock(c);
+  return rc;
+}
+
+ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,
+                              const int *tags, void *mem, bool hint, void **request) {
+  braid_comm_lock(c);
+  ncclResult_t rc = xfer_irecv_locked(c, n, data, sizes, tags, mem, hint, request);
+  braid_comm_unlock(c);
+  return rc;
+}
+
+ncclResult_t braid_xfer_iflush(struct braid_comm *c, void *data, void *mem, void **request) {
+  braid_comm_lock(c);
+  ncclResult_t rc = xfer_iflush_locked(c, data, mem, request);
+  braid_comm_unlock(c);
+  return rc;
+}
+
+ncclResult_t braid_xfer_test(void *request, int *done, int *sizes) {
+  struct braid_req *r = request;
+  *done = 0;
+  if (!r || r->kind == BRAID_REQ_FREE) {
+    BRAID_WARN("test() on an invalid or already completed request %p", request);
+    return ncclInvalidArgument;
+  }
+  struct braid_comm *c = r->comm;
+  if (c->threaded && !r->done) { /* the helpers move the data: the lock only now and then */
+    uint64_t now = braid_now_ns();
+    if (now < c->proxy_next_ns) return ncclSuccess;
+    c->proxy_next_ns = now + XFER_PROXY_EVERY_NS;
+  }
+  braid_comm_lock(c);
+  ncclResult_t rc = xfer_test_locked(r, done, sizes);
+  braid_comm_unlock(c);
+  return rc;
 }

@@ -13,7 +13,9 @@ static ncclResult_t stream_start(struct braid_comm *c) {
   c->sops = c->ofi ? &braid_ofi_stream_ops : &braid_sock_stream_ops;
   ncclResult_t rc = c->sops->start(c);
   if (rc) return rc;
-  return c->kind == BRAID_COMM_SEND ? braid_tx_init(c) : braid_rx_init(c);
+  rc = c->kind == BRAID_COMM_SEND ? braid_tx_init(c) : braid_rx_init(c);
+  if (rc || !c->sops->started) return rc;
+  return c->sops->started(c);
 }
 
 static int stream_ready(struct braid_comm *c) {

@@ -56,6 +56,9 @@ struct braid_stream_ops {
   /* The comm's streams are connected (fds, rails set; c->acks known): each stream's state is
    * made (s->tp) and the transport's link started.  ncclSuccess or the error set-up fails with. */
   ncclResult_t (*start)(struct braid_comm *c);
+  /* Optional: the data path is set up as well (tx.c, rx.c): the transport's own threads may
+   * start calling into it (the socket helpers, sock_helper.h). */
+  ncclResult_t (*started)(struct braid_comm *c);
   /* The comm is closing: nothing s posted lands after this (before the data path frees the
    * buffers its operations might use), and s->tp is freed.  s->fd stays (the comm closes it). */
   void (*close)(struct braid_comm *c, struct braid_stream *s);

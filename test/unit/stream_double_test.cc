@@ -224,7 +224,7 @@ class StreamDouble : public ::testing::Test {
       sends.push_back(r);
     }
     auto all_done = [](const std::vector<braid_req*>& v) {
-      return std::all_of(v.begin(), v.end(), [](braid_req* r) { return r->done; });
+      return std::all_of(v.begin(), v.end(), [](braid_req* r) { return r->done.load(); });
     };
     int calls = 0;
     for (double end = Now() + 10; Now() < end && !(all_done(sends) && all_done(recvs)); calls++) {

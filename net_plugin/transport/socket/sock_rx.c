@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include "comm/comm.h"
+#include "transport/socket/sock_helper.h"
 #include "transport/socket/sock_stream.h"
 
 #define RX_DIRECT_MIN 1024 /* payload remainders at least this big are read straight in */
@@ -23,30 +24,62 @@ static ssize_t rx_broken(struct braid_comm *c, struct braid_stream *s, const cha
   return 0;
 }
 
-/* Reads into dst and then into tail (the next frame's header, so one syscall per large frame);
- * returns bytes, 0 for "nothing now", -1 after failing c. */
-static ssize_t rx_readv(struct braid_comm *c, struct braid_stream *s, void *dst, size_t len,
-                        void *tail, size_t tail_len) {
+/* A read's n bytes (n > 0) counted: into the stage, or into the current frame's payload and the
+ * next header behind it (as the read was set up: io_stage, io_want). */
+static void rx_apply(struct braid_sock_stream *ss, size_t n) {
+  ss->stall_since_ns = 0;
+  if (ss->io_stage) {
+    ss->stage_len += n;
+    return;
+  }
+  size_t k = n < ss->io_want ? n : ss->io_want;
+  if (!ss->cur.discard) ss->cur.dest += k; /* (a discard may have come meanwhile: same bytes) */
+  ss->frame_left -= k;
+  ss->stage_len = n - k;
+}
+
+void braid_sock_rx_settle(struct braid_stream *s) {
+  struct braid_sock_stream *ss = s->tp;
+  braid_sock_quiet(s);
+  if (!ss->io_pending) return;
+  ss->io_pending = false;
+  if (ss->io_n > 0) rx_apply(ss, (size_t)ss->io_n);
+}
+
+/* Reads into dst (len bytes: the payload's, or the stage's room when stage) and then into tail
+ * (the next frame's header, so one syscall per large frame), counting what came (rx_apply).
+ * 1 when bytes came, 0 for "nothing now", -1 after failing c. */
+static int rx_readv(struct braid_comm *c, struct braid_stream *s, void *dst, size_t len,
+                    void *tail, size_t tail_len, bool stage) {
   struct braid_sock_stream *ss = s->tp;
   struct iovec iov[2] = {{dst, len}, {tail, tail_len}};
   struct msghdr mh = {.msg_iov = iov, .msg_iovlen = tail_len ? 2 : 1};
   for (;;) {
+    ss->io_want = len;
+    ss->io_stage = stage;
+    braid_sock_io_enter(c, s);
     ssize_t n = recvmsg(s->fd, &mh, MSG_DONTWAIT);
+    int err = errno;
+    ss->io_n = n;
+    ss->io_pending = true;
+    braid_sock_io_leave(c, s);
+    if (!ss->io_pending) return 1; /* counted meanwhile by a thread that looked at the frame */
+    ss->io_pending = false;
     if (n > 0) {
-      ss->stall_since_ns = 0;
-      return n;
+      rx_apply(ss, (size_t)n);
+      return 1;
     }
     if (n == 0) {
       s->eof = true;
       if (ss->in_frame || ss->stage_len > ss->stage_off)
-        return rx_broken(c, s, "peer closed the connection");
+        return (int)rx_broken(c, s, "peer closed the connection");
       return 0;
     }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+    if (err == EINTR) continue;
+    if (err != EAGAIN && err != EWOULDBLOCK) {
       char why[96];
-      snprintf(why, sizeof why, "receive failed: %s", strerror(errno));
-      return rx_broken(c, s, why);
+      snprintf(why, sizeof why, "receive failed: %s", strerror(err));
+      return (int)rx_broken(c, s, why);
     }
     bool mid = ss->in_frame || ss->stage_len > ss->stage_off;
     if (!mid || c->acks) return ss->stall_since_ns = 0, 0; /* with acks the sender decides */
@@ -77,19 +110,19 @@ static int rx_payload(struct braid_comm *c, struct braid_stream *s, bool read) {
   }
   ss->stage_off = ss->stage_len = 0;
   if (!read || want < RX_DIRECT_MIN) return 0; /* small remainder: through the stage */
-  ssize_t n = rx_readv(c, s, dst, want, ss->stage, BRAID_FRAME_HDR_BYTES);
-  if (n <= 0) return -1;
-  size_t k = (size_t)n < want ? (size_t)n : want;
-  if (!ss->cur.discard) ss->cur.dest += k;
-  ss->frame_left -= k;
-  ss->stage_len = (size_t)n - k;
-  return 1;
+  return rx_readv(c, s, dst, want, ss->stage, BRAID_FRAME_HDR_BYTES, false) > 0 ? 1 : -1;
 }
 
 /* read: whether to call recv() (irecv only places what is already staged: the syscall would
  * delay the send NCCL posts next, and the following test() reads anyway). */
 void braid_sock_rx(struct braid_comm *c, struct braid_stream *s, bool read) {
   struct braid_sock_stream *ss = s->tp;
+  if (!braid_sock_mine(s)) {
+    /* Its owner reads.  irecv (read false) may have posted what a held frame waits for. */
+    if (!read && ss->held) braid_sock_wake(s);
+    return;
+  }
+  ss->held = false;
   while (!c->err && !s->eof && !s->dead) {
     if (ss->in_frame) {
       if (ss->frame_left == 0) {
@@ -101,7 +134,11 @@ void braid_sock_rx(struct braid_comm *c, struct braid_stream *s, bool read) {
       if (rc > 0) continue;
       if (rc < 0) break;
     } else if (ss->stage_len - ss->stage_off >= BRAID_FRAME_HDR_BYTES) {
-      if (braid_rx_begin(c, ss->stage + ss->stage_off, &ss->cur) <= 0) break;
+      int rc = braid_rx_begin(c, ss->stage + ss->stage_off, &ss->cur);
+      if (rc <= 0) {
+        ss->held = rc == 0;
+        break;
+      }
       ss->in_frame = true;
       ss->frame_left = ss->cur.frame.len;
       ss->stage_off += BRAID_FRAME_HDR_BYTES;
@@ -114,14 +151,14 @@ void braid_sock_rx(struct braid_comm *c, struct braid_stream *s, bool read) {
       memmove(ss->stage, ss->stage + ss->stage_off, avail);
       ss->stage_off = 0, ss->stage_len = avail;
     }
-    ssize_t n = rx_readv(c, s, ss->stage + ss->stage_len, BRAID_STAGE_BYTES - ss->stage_len, NULL, 0);
-    if (n <= 0) break;
-    ss->stage_len += (size_t)n;
+    if (rx_readv(c, s, ss->stage + ss->stage_len, BRAID_STAGE_BYTES - ss->stage_len, NULL, 0, true) <= 0)
+      break;
   }
 }
 
 struct braid_rx_frame *braid_sock_rx_frame(struct braid_stream *s, int k) {
   struct braid_sock_stream *ss = s->tp;
+  if (k == 0) braid_sock_rx_settle(s); /* the caller may turn it into a discard */
   return k == 0 && ss->in_frame ? &ss->cur : NULL;
 }
 
@@ -130,6 +167,7 @@ bool braid_sock_rx_ack_ready(struct braid_comm *c, struct braid_stream *s, bool 
                              uint64_t deadline_ns) {
   (void)c;
   struct braid_sock_stream *ss = s->tp;
+  if (!braid_sock_mine(s)) return false; /* its owner sends them (a few bytes: holding the lock) */
   return idle ? braid_ack_out_finish(&ss->ack_out, s->fd, deadline_ns)
               : braid_ack_out_flush(&ss->ack_out, s->fd);
 }

@@ -6,6 +6,7 @@
 
 #include "comm/comm.h"
 #include "transport/socket/sock.h"
+#include "transport/socket/sock_helper.h"
 
 static ncclResult_t sock_start(struct braid_comm *c) {
   for (int i = 0; i < c->nstreams; i++)
@@ -18,7 +19,7 @@ static ncclResult_t sock_start(struct braid_comm *c) {
 }
 
 static void sock_close(struct braid_comm *c, struct braid_stream *s) {
-  (void)c;
+  braid_sock_helpers_stop(c); /* (the first stream's close stops them all) */
   struct braid_sock_stream *ss = s->tp;
   if (!ss) return;
   free(ss->rescue);
@@ -33,6 +34,9 @@ static void sock_forget(struct braid_comm *c, const void *addr, size_t len) {
 
 void braid_sock_stream_renew(struct braid_stream *s) {
   struct braid_sock_stream *ss = s->tp;
+  braid_sock_quiet(s);
+  ss->io_pending = false; /* a result from the old socket */
+  ss->held = ss->hup = ss->tx_blocked = false;
   free(ss->rescue);
   ss->rescue = NULL;
   ss->ack_got = 0;
@@ -48,6 +52,7 @@ const struct braid_stream_ops braid_sock_stream_ops = {
     .rejoin = true,
     .late_suspect = false,
     .start = sock_start,
+    .started = braid_sock_helpers_start,
     .close = sock_close,
     .forget = sock_forget,
     .tx_poll = NULL, /* a frame written is a frame sent */

@@ -8,7 +8,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
+#include "catomic.h"
 #include "transport/socket/ack_out.h"
 #include "transport/stream.h"
 #include "wire/wire.h"
@@ -31,11 +33,26 @@ struct braid_sock_stream {
   size_t frame_left;         /* its payload bytes still to read */
   uint64_t stall_since_ns;   /* when bytes in flight stopped moving, 0 when moving */
   struct braid_ack_out ack_out; /* an acknowledgement the socket took only part of */
+  bool held;                    /* a frame waits for a receive (braid_rx_begin said hold) */
+  /* helper threads (sock_helper.h) */
+  struct braid_sock_helper *owner; /* the thread making the socket's system calls; NULL: any */
+  BRAID_ATOMIC(bool) busy;    /* the owner is in a system call on the socket */
+  bool io_pending;      /* that call's result, not yet settled into the state above: */
+  ssize_t io_n;
+  size_t io_want;       /* receive: bytes meant for the payload (the rest went to the stage) */
+  bool io_stage;        /* receive: the read filled the stage */
+  bool tx_blocked;      /* send: the owner waits for room in the socket */
+  bool hup;             /* receive: held, and the peer hung up (the owner stops polling it) */
 };
 
-/* s's socket was replaced (rejoin.c): nothing half-read or half-written on the old one carries
- * over (a frame half read from it is dropped). */
+/* s's socket is about to be replaced (rejoin.c, before closing the old one): nothing half-read
+ * or half-written on the old one carries over (a frame half read from it is dropped). */
 void braid_sock_stream_renew(struct braid_stream *s);
+
+/* Another thread's system call on s, finished but not yet counted, is counted now (the caller
+ * holds the comm's lock and is about to look at or change s's batch or current frame). */
+void braid_sock_tx_settle(struct braid_comm *c, struct braid_stream *s);
+void braid_sock_rx_settle(struct braid_stream *s);
 
 /* sock_tx.c: the send side's operations. */
 int braid_sock_tx_write(struct braid_comm *c, struct braid_stream *s);

@@ -174,10 +174,16 @@ static ncclResult_t vp_test(struct braid_comm *c, struct braid_req *r) {
   struct braid_vc *vc = vp_vc(c);
   size_t size = 0; /* an early receive's size is not known yet: 0 */
   if (c->err) return c->err;
-  if (r->kind == BRAID_REQ_FLUSH) return braid_vc_flush_test(vc, r->vreq, &r->done) ? vp_fail(c) : ncclSuccess;
-  if (r->early ? braid_vc_progress(vc) : braid_vc_test(vc, r->vreq, &r->done, &size)) return vp_fail(c);
-  r->done |= r->early; /* its slot is the connection's now, maybe reused: never tested */
-  if (r->done && r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
+  bool done = false;
+  if (r->kind == BRAID_REQ_FLUSH) {
+    if (braid_vc_flush_test(vc, r->vreq, &done)) return vp_fail(c);
+    r->done = done;
+    return ncclSuccess;
+  }
+  if (r->early ? braid_vc_progress(vc) : braid_vc_test(vc, r->vreq, &done, &size)) return vp_fail(c);
+  done |= r->early; /* its slot is the connection's now, maybe reused: never tested */
+  if (done && r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
+  r->done = done;
   return ncclSuccess;
 }
 
