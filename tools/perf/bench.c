@@ -37,17 +37,24 @@ struct bench_result {
    * included), and the payload bytes it sent in them (busbw's convention: the op's bytes times
    * nccl-tests' bus factor, per iteration, on a rank that has an input to send). */
   double cpu_user_s, cpu_sys_s, sent_bytes;
+  /* Of that CPU time, this rank's thread's: the one that calls the plugin as NCCL's proxy thread
+   * does (the rest: threads the plugin started, such as braid's socket helpers). */
+  double cpu_proxy_s;
 };
 
-/* User and system CPU seconds of this process so far, every thread included. */
-static void bench_cpu(double *user, double *sys) {
-  struct rusage ru;
-  if (getrusage(RUSAGE_SELF, &ru)) {
+static double bench_tv(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; }
+
+/* User and system CPU seconds of this process so far, every thread included, and (*self) the
+ * calling thread's user + system seconds. */
+static void bench_cpu(double *user, double *sys, double *self) {
+  struct rusage ru, me;
+  if (getrusage(RUSAGE_SELF, &ru) || getrusage(RUSAGE_THREAD, &me)) {
     perror("braid-perf: getrusage");
     _exit(2);
   }
-  *user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6;
-  *sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+  *user = bench_tv(ru.ru_utime);
+  *sys = bench_tv(ru.ru_stime);
+  *self = bench_tv(me.ru_utime) + bench_tv(me.ru_stime);
 }
 
 /* a.count (see plan_args) for sweep size `bytes`. */
@@ -202,27 +209,29 @@ static struct bench_result bench_step(struct bench *b, struct rdv *r) {
   for (int w = 0; w < b->o->warmup; w++) res.wrong += bench_verified(b);
   uint32_t seed = all ? 0 : bench_prepare(b);
   if (rdv_barrier(r)) _exit(2);
-  double u0, s0, u1, s1; /* CPU around the timed loop, or (--check-all) each operation */
-  bench_cpu(&u0, &s0);
+  double u0, s0, p0, u1, s1, p1; /* CPU around the timed loop, or (--check-all) each operation */
+  bench_cpu(&u0, &s0, &p0);
   double busy = 0, t0 = braid_now_s();
   for (int it = 0; it < b->o->iters; it++) {
     if (all) seed = bench_prepare(b);
-    if (all) bench_cpu(&u0, &s0);
+    if (all) bench_cpu(&u0, &s0, &p0);
     double s = braid_now_s();
     bench_once(b);
     busy += braid_now_s() - s;
     if (all) {
-      bench_cpu(&u1, &s1);
+      bench_cpu(&u1, &s1, &p1);
       res.cpu_user_s += u1 - u0;
       res.cpu_sys_s += s1 - s0;
+      res.cpu_proxy_s += p1 - p0;
       res.wrong += bench_check(b, seed);
     }
   }
   double elapsed = all ? busy : braid_now_s() - t0;
   if (!all) {
-    bench_cpu(&u1, &s1);
+    bench_cpu(&u1, &s1, &p1);
     res.cpu_user_s = u1 - u0;
     res.cpu_sys_s = s1 - s0;
+    res.cpu_proxy_s = p1 - p0;
   }
   if (bench_has_input(b))
     res.sent_bytes = (double)b->op_bytes * report_bus_factor(b->o->op, b->a.nranks) * b->o->iters;
@@ -288,6 +297,7 @@ static void bench_row(const struct bench_result *all, int nranks, int reps, int 
       row->wrong += x->wrong;
       row->cpu_user_s += x->cpu_user_s;
       row->cpu_sys_s += x->cpu_sys_s;
+      row->cpu_proxy_s += x->cpu_proxy_s;
       row->cpu_bytes += x->sent_bytes;
       if (rank_cpu) rank_cpu[q] += x->cpu_user_s + x->cpu_sys_s;
     }

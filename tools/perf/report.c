@@ -77,6 +77,7 @@ void report_row(struct report *rp, const struct report_row *row) {
   rp->cpu_user_s += row->cpu_user_s;
   rp->cpu_sys_s += row->cpu_sys_s;
   rp->cpu_bytes += row->cpu_bytes;
+  rp->cpu_proxy_s += row->cpu_proxy_s;
   double cpu_per_gb = row->cpu_bytes > 0 ? (row->cpu_user_s + row->cpu_sys_s) / (row->cpu_bytes / 1e9) : 0;
   if (rp->json)
     fprintf(rp->json,
@@ -84,17 +85,20 @@ void report_row(struct report *rp, const struct report_row *row) {
             "\"channels\": %d, \"type\": \"%s\", \"redop\": \"%s\", \"bytes\": %zu, "
             "\"count\": %zu, \"time_us\": %.3f, \"algbw_GBps\": %.6f, \"busbw_GBps\": %.6f, "
             "\"wrong\": %llu, \"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f, "
-            "\"cpu_sent_bytes\": %.0f, \"cpu_s_per_GB\": %.6f}",
+            "\"cpu_sent_bytes\": %.0f, \"cpu_s_per_GB\": %.6f, \"cpu_proxy_s\": %.6f}",
             rp->rows ? ",\n" : "", perf_op_name(o->op),
             o->op == PERF_ALLREDUCE ? perf_opts_algo_label(o, row->algo) : "ring",
             perf_proto_name(row->proto), rp->nranks, row->nch, dt_name(o->dtype), redop,
             row->bytes, row->count, row->time_us, algbw, busbw, (unsigned long long)row->wrong,
-            row->cpu_user_s, row->cpu_sys_s, row->cpu_bytes, cpu_per_gb);
+            row->cpu_user_s, row->cpu_sys_s, row->cpu_bytes, cpu_per_gb, row->cpu_proxy_s);
   rp->rows++;
 }
 
 /* "# CPU per GB moved    : ...": every rank process's user + system CPU seconds in the timed
- * iterations over the GB (1e9 bytes) all ranks sent in them; each rank's share of the total. */
+ * iterations over the GB (1e9 bytes) all ranks sent in them; each rank's share of the total; the
+ * share of the threads calling the plugin (NCCL's proxy threads in a job: they poll whatever the
+ * plugin, and a NCCL job pays for that polling with any plugin) and of the others (the plugin's
+ * own threads). */
 static void report_cpu(const struct report *rp, const double *rank_cpu) {
   double gb = rp->cpu_bytes / 1e9, cpu = rp->cpu_user_s + rp->cpu_sys_s;
   if (!(gb > 0)) {
@@ -105,7 +109,8 @@ static void report_cpu(const struct report *rp, const double *rank_cpu) {
          rp->cpu_sys_s / gb);
   for (int q = 0; q < rp->nranks; q++)
     printf("%s rank %d %.4f", q ? "," : "", q, rank_cpu[q] / gb);
-  printf("; %.3f GB)\n", gb);
+  printf("; %.3f GB; proxy threads %.4f, other threads %.4f)\n", gb, rp->cpu_proxy_s / gb,
+         (cpu - rp->cpu_proxy_s) / gb);
 }
 
 void report_close(struct report *rp, uint64_t checked, const double *rank_cpu) {

@@ -18,8 +18,9 @@ struct report_row {
   const char *label;    /* the last column when set and not empty, else the protocol */
   /* All ranks, all repeats: CPU seconds of the rank processes in the timed iterations, and the
    * payload bytes they sent in them (the op's bytes times report_bus_factor, per iteration, per
-   * sending rank). */
-  double cpu_user_s, cpu_sys_s, cpu_bytes;
+   * sending rank); cpu_proxy_s: the part of the threads that call the plugin (NCCL's proxy in a
+   * job), the rest being threads the plugin started. */
+  double cpu_user_s, cpu_sys_s, cpu_bytes, cpu_proxy_s;
 };
 
 struct report {
@@ -29,7 +30,7 @@ struct report {
   int rows;
   double busbw_sum;
   uint64_t wrong_total;
-  double cpu_user_s, cpu_sys_s, cpu_bytes; /* sums of the rows' */
+  double cpu_user_s, cpu_sys_s, cpu_bytes, cpu_proxy_s; /* sums of the rows' */
 };
 
 /* nccl-tests' bus bandwidth factor of op over nranks: busbw = algbw * this. */
