@@ -18,9 +18,13 @@ export NCCL_NET_PLUGIN=$PWD/$B/libnccl-net-braid.so BRAID_SOCKET_IFNAME=lo
 mkdir -p bench/results
 out=bench/results/cpu-$(date +%Y%m%d-%H%M%S).txt
 
-# cpu_perf ARGS...: braid-perf's "CPU per GB moved" (s) and its algbw (GB/s).
+# cpu_perf ARGS...: braid-perf's "CPU per GB moved" (s), its algbw (GB/s), and the CPU per GB
+# of the threads calling the plugin (NCCL's proxy) and of the plugin's own (helper) threads.
 cpu_perf() {
-  "$PERF" "$@" 2>&1 | awk '/^ +[0-9]/ {a=$6} /^# CPU per GB moved/ {c=$7} END {print c, a}'
+  "$PERF" "$@" 2>&1 | awk '/^ +[0-9]/ {a=$6}
+    /^# CPU per GB moved/ {c=$7; for (i = 1; i <= NF; i++) {
+      if ($i == "proxy") p=$(i+2); if ($i == "other") o=$(i+2) }; sub(/[,)]$/, "", p); sub(/[,)]$/, "", o)}
+    END {print c, a, p, o}'
 }
 # cpu_plain ARGS...: tcp_stream's cpu_s_per_GB and gbps_median (per direction).
 cpu_plain() {
@@ -34,22 +38,35 @@ for r in $(seq 1 "$rounds"); do
   echo "# round $r/$rounds" >&2
   read -r c g < <(cpu_plain "${PLAIN[@]}"); check "${c:-}" tcp_stream
   add plain_oneway "$c"; add plain_oneway_gbs "$g"
-  read -r c g < <(cpu_perf sendrecv --oneway "${BRAID[@]}"); check "${c:-}" braid-perf
-  add braid_oneway "$c"; add braid_oneway_gbs "$g"
+  for t in 0 1; do
+    read -r c g p o < <(BRAID_SOCKET_THREADS=$t cpu_perf sendrecv --oneway "${BRAID[@]}"); check "${c:-}" braid-perf
+    add "braid${t}_oneway" "$c"; add "braid${t}_oneway_gbs" "$g"; add "braid${t}_oneway_proxy" "$p"; add "braid${t}_oneway_other" "$o"
+  done
   read -r c g < <(cpu_plain --bidir "${PLAIN[@]}"); check "${c:-}" "tcp_stream --bidir"
   add plain_bidir "$c"; add plain_bidir_gbs "$g"
-  read -r c g < <(cpu_perf sendrecv "${BRAID[@]}"); check "${c:-}" braid-perf
-  add braid_bidir "$c"; add braid_bidir_gbs "$g"
+  for t in 0 1; do
+    read -r c g p o < <(BRAID_SOCKET_THREADS=$t cpu_perf sendrecv "${BRAID[@]}"); check "${c:-}" braid-perf
+    add "braid${t}_bidir" "$c"; add "braid${t}_bidir_gbs" "$g"; add "braid${t}_bidir_proxy" "$p"; add "braid${t}_bidir_other" "$o"
+  done
 done
 
+# row LABEL KEY PLAIN: a braid row (median CPU s/GB, GB/s, proxy and helper shares, ratios).
+row() {
+  printf '%-40s %9s %8s %7s %7s   %sx plain CPU (<= 1.15), %sx plain GB/s  [%s]\n' "$1" "$(m "$2")" \
+    "$(m "${2}_gbs")" "$(m "${2}_proxy")" "$(m "${2}_other")" "$(ratio "$(m "$2")" "$(m "$3")")" \
+    "$(ratio "$(m "${2}_gbs")" "$(m "${3}_gbs")")" "${vals[$2]}"
+}
 {
   echo "# CPU per GB moved on loopback, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -r)"
   echo "# medians of $rounds interleaved rounds; CPU s per 1e9 payload bytes sent, all processes;"
-  echo "# GB/s per direction for context; raw values in brackets"
-  printf '%-40s %9s %8s   %s\n' "20 x 64 MiB" "CPU s/GB" "GB/s" "ratio (target)"
-  printf '%-40s %9s %8s   [%s]\n' "plain TCP one way (tcp_stream)" "$(m plain_oneway)" "$(m plain_oneway_gbs)" "${vals[plain_oneway]}"
-  printf '%-40s %9s %8s   %sx plain (<= 1.15)  [%s]\n' "braid sendrecv --oneway" "$(m braid_oneway)" "$(m braid_oneway_gbs)" "$(ratio "$(m braid_oneway)" "$(m plain_oneway)")" "${vals[braid_oneway]}"
-  printf '%-40s %9s %8s   [%s]\n' "plain TCP both ways (tcp_stream --bidir)" "$(m plain_bidir)" "$(m plain_bidir_gbs)" "${vals[plain_bidir]}"
-  printf '%-40s %9s %8s   %sx plain (<= 1.15)  [%s]\n' "braid sendrecv, 2 ranks" "$(m braid_bidir)" "$(m braid_bidir_gbs)" "$(ratio "$(m braid_bidir)" "$(m plain_bidir)")" "${vals[braid_bidir]}"
+  echo "# GB/s per direction; proxy / helpers: the CPU per GB of the threads calling the plugin"
+  echo "# (NCCL's proxy) and of braid's socket helper threads (BRAID_SOCKET_THREADS); raw values in brackets"
+  printf '%-40s %9s %8s %7s %7s   %s\n' "20 x 64 MiB" "CPU s/GB" "GB/s" "proxy" "helpers" "ratios (target)"
+  printf '%-40s %9s %8s %7s %7s   [%s]\n' "plain TCP one way (tcp_stream)" "$(m plain_oneway)" "$(m plain_oneway_gbs)" - - "${vals[plain_oneway]}"
+  row "braid --oneway, no helper threads" braid0_oneway plain_oneway
+  row "braid --oneway, 1 helper per comm" braid1_oneway plain_oneway
+  printf '%-40s %9s %8s %7s %7s   [%s]\n' "plain TCP both ways (tcp_stream --bidir)" "$(m plain_bidir)" "$(m plain_bidir_gbs)" - - "${vals[plain_bidir]}"
+  row "braid both ways, no helper threads" braid0_bidir plain_bidir
+  row "braid both ways, 1 helper per comm" braid1_bidir plain_bidir
 } | tee "$out"
 echo "# written to $out"
