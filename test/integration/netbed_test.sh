@@ -80,11 +80,19 @@ every_iteration_checked() {
   grep -q "Outputs checked      : $(($2 + 2)) (all ranks; every iteration)" "$1"
 }
 
+# metrics_now: the sender's BRAID_METRICS_FILE as last written (not the writer's temporary file,
+# metrics.PID.tmp.XXXXXX, which is renamed over it: catching both would count every
+# connection twice).
+metrics_now() {
+  local f
+  for f in "$tmp"/metrics.*; do [[ $f == *.tmp.* ]] || cat "$f"; done 2>/dev/null
+}
+
 # rail_metric METRIC RAIL [FILES]: "PEER VALUE" per connection, from the sender's
-# BRAID_METRICS_FILE (default: the last one written, $tmp/metrics.*).
+# BRAID_METRICS_FILE (default: the last one written, metrics_now).
 rail_metric() {
   local m=$1 r=$2; shift 2
-  [ $# -gt 0 ] || set -- "$tmp"/metrics.*
+  [ $# -gt 0 ] || { metrics_now >"$tmp/now"; set -- "$tmp/now"; }
   sed -n "s/^$m{.*,peer=\"\([^\"]*\)\",rail=\"$r\",.*} \([0-9]*\)\$/\1 \2/p" "$@" 2>/dev/null
 }
 
@@ -97,7 +105,7 @@ after_reset() {
   want=$(grep -c "NET/braid : connected to" "$1")
   until [ "$(grep -c "$pat" "$1")" -ge "$want" ] || [ $((SECONDS - t0)) -ge 15 ]; do sleep 0.1; done
   sleep 0.5
-  cat "$tmp"/metrics.* >"$tmp/mid" 2>/dev/null
+  metrics_now >"$tmp/mid"
   mid_alive=0
   kill -0 "$p0" 2>/dev/null && mid_alive=1
   timing+="; rail 1 $([ $OFI = 1 ] && echo down || echo back) on $(grep -c "$pat" "$1") of $want connections $((SECONDS - t0)) s after the reset"
@@ -122,7 +130,7 @@ run() {
   # seconds (no other rail makes it LATE; a known gap, see docs/design.md, ofi).
   [ -n "$fault" ] && wait_connected "$tmp/r0" 2 && [ $OFI = 1 ] && sleep 1.5
   if [ "$fault" = reset ]; then # reset host 0's TCP connections on rail 1
-    sleep 2; cat "$tmp"/metrics.* >"$tmp/pre" 2>/dev/null
+    sleep 2; metrics_now >"$tmp/pre"
     $NB --prefix $P reset 0 1 >"$tmp/fault" 2>&1
     after_reset "$tmp/r0"
   elif [ -n "$fault" ]; then
@@ -145,6 +153,9 @@ elif run striping ""; then
   elif [ $OFI = 1 ] && ! grep -q "transport: libfabric" "$tmp/r0"; then bad "4-rail striping (not over libfabric)"
   elif grep "closed connection" "$tmp/r0" | grep -q "eth[0-3] 0.0 MB"; then
     bad "4-rail striping (a rail carried nothing)"
+  elif [ "${BRAID_SOCKET_THREADS:-0}" -gt 0 ] &&
+       ! grep -q "socket helper threads per connection: $BRAID_SOCKET_THREADS" "$tmp/r0"; then
+    bad "4-rail striping (BRAID_SOCKET_THREADS=$BRAID_SOCKET_THREADS not in effect)"
   else ok "4-rail striping, every iteration verified"; fi
 else bad "4-rail striping"; fi
 

@@ -56,15 +56,20 @@ static int helper_cores(void) {
 }
 
 int braid_sock_threads(double bps) {
+  static atomic_flag told = ATOMIC_FLAG_INIT;
   int64_t set = braid_param_int(BRAID_P_SOCKET_THREADS);
-  if (set >= 0) return (int)set;
+  if (set >= 0) {
+    if (!atomic_flag_test_and_set(&told))
+      BRAID_INFO(NCCL_INIT | NCCL_NET, "socket helper threads per connection: %d (%s)", (int)set,
+                 braid_param_from(BRAID_P_SOCKET_THREADS));
+    return (int)set;
+  }
   int cores = helper_cores();
   int want = (int)ceil(bps * 8e-9 / HELPER_GBPS_PER_CORE);
   if (want < 1) want = 1;
   if (want > cores / 2) want = cores / 2 > 0 ? cores / 2 : 1;
   if (want > 16) want = 16;
   int n = cores < HELPER_MIN_CORES ? 0 : want;
-  static atomic_flag told = ATOMIC_FLAG_INIT;
   if (!atomic_flag_test_and_set(&told))
     BRAID_INFO(NCCL_INIT | NCCL_NET, "socket helper threads per connection: %d (automatic: %d cores, "
                "rails %.0f Gbit/s at about %.0f Gbit/s per core%s; BRAID_SOCKET_THREADS sets it)", n,
