@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@ extern "C" {
 #include "log.h"
 #include "nccl_plugin/net.h"
 #include "param.h"
+#include "transport/socket/sock_stream.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;
 }
 #include "wire_watch.h"
@@ -588,7 +590,7 @@ TEST_F(SockHelpers, CutStreamOnTheOnlyRail) {
       ASSERT_TRUE(C(s)->acks);
       const size_t n = 16, first = 2;
       std::vector<Msg> msgs;
-      for (size_t i = 0; i < n; i++) msgs.push_back({(4u << 20) + 17u * i, 4, 500 + 100 * (uint64_t)run + i});
+      for (size_t i = 0; i < n; i++) msgs.push_back({(2u << 20) + 17u * i, 4, 500 + 100 * (uint64_t)run + i});
       run++;
       Flow flow(s, r, msgs, 8, held ? (int)n : 8);
       if (held) flow.Recv().Limit(first);
@@ -634,10 +636,10 @@ TEST_F(SockHelpers, CutStreamOnTheOnlyRail) {
     }
 }
 
-// 5. Small messages one at a time (a ping-pong) and in a stream of 8 in flight, one helper per
-// comm (and two: acknowledged chunks): the proxy writes a small batch itself while the helper is
-// idle (sock_tx.c), the helper reads (and acknowledges); every message arrives, in order, with
-// its own content.
+// 5. Small messages one at a time (a ping-pong), in a stream of 8 in flight, and among large ones,
+// one helper per comm (and two: acknowledged chunks): the proxy writes a small batch itself while
+// the helper is idle (sock_tx.c), the helper reads (and acknowledges); every message arrives, in
+// order, with its own content.
 TEST_F(SockHelpers, ManySmallMessagesInOrder) {
   for (int threads : {1, 2}) {
     SCOPED_TRACE("BRAID_SOCKET_THREADS=" + std::to_string(threads));
@@ -683,6 +685,14 @@ TEST_F(SockHelpers, ManySmallMessagesInOrder) {
     Flow flow(s_ab, r_ab, msgs, 8);
     std::string why;
     EXPECT_TRUE(flow.Run(30, &why)) << why;
+    // Small messages among large ones: the proxy writes a small batch itself right after the
+    // helper's write of a large one returns, before the helper has counted it (sock_tx.c settles
+    // that write first).
+    std::vector<Msg> mixed;
+    const size_t cycle[] = {8, 300000, 8, 64, 8, 70001, 1, 8};
+    for (int i = 0; i < 800; i++) mixed.push_back({cycle[i % 8], 9, (uint64_t)threads << 32 | (800000 + (uint64_t)i)});
+    Flow flow2(s_ba, r_ba, mixed, 8);
+    EXPECT_TRUE(flow2.Run(30, &why)) << why;
     for (void* c : {s_ab, s_ba}) {
       Forget(c);
       EXPECT_EQ(net.closeSend(c), ncclSuccess);
@@ -692,6 +702,96 @@ TEST_F(SockHelpers, ManySmallMessagesInOrder) {
       EXPECT_EQ(net.closeRecv(c), ncclSuccess);
     }
   }
+}
+
+// 5b. (White box.) The proxy writes a small batch itself only once the helper's last write on the
+// socket is counted (sock_tx.c: braid_sock_tx_settle before an inline write).  The window is
+// made wide on purpose.  Each round: a large message, which the helper writes; a small one posted
+// while the helper writes it, which the helper writes next, alone; this thread catches the helper
+// in that system call, holds the comm's lock past the call's end and posts another small message
+// at once: isend finds the helper's write finished and not yet counted.  Were it not counted
+// first, the inline write would resend bytes the helper already wrote, and the receiver would
+// get a garbled stream.
+TEST_F(SockHelpers, InlineWriteAfterAHelperWriteCountsItFirst) {
+  // This thread watches the helper from a CPU of its own: the helpers (started by Connect, from
+  // this thread) inherit every CPU but that one.  (With one CPU the helper is never caught.)
+  struct Affinity {
+    cpu_set_t all;
+    Affinity() { sched_getaffinity(0, sizeof all, &all); }
+    ~Affinity() { pthread_setaffinity_np(pthread_self(), sizeof all, &all); }
+  } affinity;
+  const int ncpu = CPU_COUNT(&affinity.all);
+  int mine = -1;
+  for (int k = 0; k < CPU_SETSIZE && mine < 0; k++)
+    if (CPU_ISSET(k, &affinity.all)) mine = k;
+  cpu_set_t others = affinity.all, one;
+  CPU_CLR(mine, &others);
+  CPU_ZERO(&one);
+  CPU_SET(mine, &one);
+  if (ncpu >= 2) { ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof others, &others), 0); }
+  Configure(1, 0);
+  void *s = nullptr, *r = nullptr;
+  Connect(&s, &r);
+  if (HasFatalFailure()) return;
+  if (ncpu >= 2) { ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0); }
+  braid_comm* c = C(s);
+  ASSERT_EQ(c->nstreams, 1);
+  ASSERT_TRUE(c->threaded);
+  auto* ss = static_cast<braid_sock_stream*>(c->streams[0].tp);
+  auto busy = [ss] { return ss->busy.load(std::memory_order_acquire); };
+  const size_t rounds = 150, n = 3 * rounds;
+  std::vector<Msg> msgs;
+  for (size_t i = 0; i < n; i++) msgs.push_back({i % 3 ? 8 + i % 5 : 100000 + i, 6, 1000000 + (uint64_t)i});
+  Traffic t(msgs);
+  RecvSide rx(r, &t, 8);
+  std::vector<void*> sq(n);
+  size_t posted = 0, done = 0;
+  int caught = 0;
+  std::string why;
+  auto drive = [&]() {  // the receiver, and the sends still open
+    if (!rx.Step(&why)) return false;
+    for (size_t i = done; i < posted; i++) {
+      int d = 0, sz = 0;
+      if (sq[i] && net.test(sq[i], &d, &sz) != ncclSuccess) return why = "test of send " + std::to_string(i), false;
+      if (d) sq[i] = nullptr;
+    }
+    while (done < posted && !sq[done]) done++;
+    return true;
+  };
+  auto post = [&]() {
+    const Msg& m = t.At(posted);
+    for (double end = Now() + 5; !sq[posted] && Now() < end;) {
+      if (net.isend(s, t.Data(posted), m.size, m.tag, nullptr, nullptr, &sq[posted]) != ncclSuccess) return false;
+      if (!sq[posted] && !drive()) return false;
+    }
+    return sq[posted++] != nullptr;
+  };
+  for (size_t k = 0; k < rounds; k++) {
+    for (double end = Now() + 10; posted - done > 4 && Now() < end;) ASSERT_TRUE(drive()) << why;
+    ASSERT_TRUE(post()) << "large message " << posted;  // the helper writes it
+    bool seen = false;
+    for (double end = Now() + 0.02; !seen && Now() < end;) seen = busy();
+    ASSERT_TRUE(post()) << "small message " << posted;  // left to the helper if it writes still
+    if (seen) {  // the helper's next system call: the small message alone (when the large is out)
+      for (double end = Now() + 0.02; busy() && Now() < end;) {
+      }
+      bool next = false;
+      for (double end = Now() + 0.02; !next && Now() < end;) next = busy();
+      if (next) {
+        pthread_mutex_lock(&c->lock);
+        for (double end = Now() + 1; busy() && Now() < end;) {
+        }
+        pthread_mutex_unlock(&c->lock);
+        caught++;
+      }
+    }
+    ASSERT_TRUE(post()) << "small message " << posted;  // inline, right after that write
+  }
+  for (double end = Now() + 20; (rx.Done() < n || done < n) && Now() < end;) ASSERT_TRUE(drive()) << why;
+  EXPECT_EQ(rx.Done(), n) << why;
+  EXPECT_EQ(done, n);
+  if (ncpu >= 2) { EXPECT_GE(caught, (int)rounds / 10) << "the helper was seldom caught in a write: little tested"; }
+  printf("  (caught the helper in a write in %d of %zu rounds)\n", caught, rounds);
 }
 
 }  // namespace
