@@ -443,6 +443,7 @@ TEST_F(SockHelpers, CloseWithRequestsPendingOnHelpers) {
       void *s = nullptr, *r = nullptr;
       Connect(&s, &r);
       if (HasFatalFailure()) return;
+      ASSERT_TRUE(C(s)->threaded && C(r)->threaded);
       const int k = 8;
       std::vector<std::vector<char>> src(k), dst(k);
       std::vector<void*> sq(k), rq(k);
@@ -588,6 +589,7 @@ TEST_F(SockHelpers, CutStreamOnTheOnlyRail) {
       ASSERT_EQ(C(s)->nstreams, 2);
       ASSERT_EQ(C(s)->nrails, 1);
       ASSERT_TRUE(C(s)->acks);
+      ASSERT_TRUE(C(s)->threaded && C(r)->threaded);
       const size_t n = 16, first = 2;
       std::vector<Msg> msgs;
       for (size_t i = 0; i < n; i++) msgs.push_back({(2u << 20) + 17u * i, 4, 500 + 100 * (uint64_t)run + i});
@@ -649,6 +651,7 @@ TEST_F(SockHelpers, ManySmallMessagesInOrder) {
     Connect(&s_ba, &r_ba);
     if (HasFatalFailure()) return;
     ASSERT_EQ(C(s_ab)->nstreams, threads);
+    ASSERT_EQ(HelperThreads(), 4 * threads) << "two connections' helpers";
     auto word = [threads](int dir, int i) {
       return (uint64_t)0xB1A1D000u << 32 | (uint64_t)threads << 28 | (uint64_t)dir << 24 | (uint64_t)i;
     };
