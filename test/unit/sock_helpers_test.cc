@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -397,6 +398,63 @@ TEST_F(SockHelpers, DataOfEverySizeOverHelpers) {
     EXPECT_EQ(net.closeSend(s), ncclSuccess);
     EXPECT_EQ(net.closeRecv(r), ncclSuccess);
     EXPECT_EQ(HelperThreadsSettled(0), 0) << "helpers still running after close";
+  }
+}
+
+// 1b. A send's buffer is the caller's again once test() says done: free it at once (ASan then
+// sees any later read).  Grouped receives over three helpers: a message's last bytes arrive on
+// one stream while the receiver's acknowledgement of the whole message comes back on another, so
+// a send can complete while the helper that wrote its chunk is still in its system call
+// (tx_release_held must let that call end first: stream.h tx_settle).
+TEST_F(SockHelpers, SendBuffersFreedAtCompletion) {
+  Configure(3, 3);
+  void *s = nullptr, *r = nullptr;
+  Connect(&s, &r);
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(C(s)->acks && C(s)->threaded);
+#ifdef __SANITIZE_THREAD__
+  const int groups = 60;  // (ThreadSanitizer: its cost is in the copies and checks)
+#else
+  const int groups = 400;  // (ASan: 400 groups caught every run without tx_settle)
+#endif
+  for (int g = 0; g < groups; g++) {
+    const int n = 3;
+    const size_t sizes[n] = {65537, 0, (1u << 20) + 3};
+    int tags[n] = {10, 11, 12};
+    std::vector<char> want[n], dst[n];
+    std::unique_ptr<std::vector<char>> src[n];
+    void* data[n];
+    size_t caps[n];
+    for (int i = 0; i < n; i++) {
+      Fill(&want[i], sizes[i], 0xF100000 + 4 * g + i);
+      src[i].reset(new std::vector<char>(want[i]));
+      dst[i].assign(sizes[i] + kSlack, kCanary);
+      data[i] = dst[i].data();
+      caps[i] = dst[i].size();
+    }
+    void* rq = nullptr;
+    ASSERT_EQ(net.irecv(r, n, data, caps, tags, nullptr, nullptr, &rq), ncclSuccess);
+    ASSERT_NE(rq, nullptr);
+    void* sq[n] = {nullptr, nullptr, nullptr};
+    for (int i : {2, 0, 1})
+      for (double end = Now() + 5; !sq[i] && Now() < end;)
+        ASSERT_EQ(net.isend(s, src[i]->data(), sizes[i], tags[i], nullptr, nullptr, &sq[i]), ncclSuccess);
+    int got[n] = {-1, -1, -1}, rdone = 0, open = n;
+    for (double end = Now() + 10; Now() < end && (!rdone || open);) {
+      for (int i = 0; i < n; i++) {
+        int d = 0, sz = 0;
+        if (sq[i]) { ASSERT_EQ(net.test(sq[i], &d, &sz), ncclSuccess); }
+        if (!d) continue;
+        sq[i] = nullptr, open--;
+        src[i].reset();  // the caller's again
+      }
+      if (!rdone) { ASSERT_EQ(net.test(rq, &rdone, got), ncclSuccess); }
+    }
+    ASSERT_TRUE(rdone && !open) << "group " << g << " not done in 10 s";
+    for (int i = 0; i < n; i++) {
+      ASSERT_EQ(got[i], (int)sizes[i]) << "group " << g << " slot " << i;
+      ASSERT_EQ(0, memcmp(dst[i].data(), want[i].data(), sizes[i])) << "group " << g << " slot " << i;
+    }
   }
 }
 
