@@ -174,7 +174,7 @@ $(UNIT): $(patsubst %.cc,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(CORE) $(PSCORE) $(if $
 	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ -lgtest -lgtest_main $(LDLIBS)
 
 # The threaded test, built with SAN=thread into build/tsan by `make test`.
-$(BUILD)/threads-test: $(BUILD)/obj/test/unit/threads_test.o $(CORE)
+$(BUILD)/threads-test: $(BUILD)/obj/test/unit/threads_test.o $(BUILD)/obj/test/unit/sock_helpers_test.o $(CORE)
 	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
 
 # The GoogleTest programs and every object of test/ need the test packages too; every binary

@@ -317,9 +317,17 @@ static void tx_release_held(struct braid_comm *c) {
     ck_free(c, ck);
   }
   c->tx.requeue = keep;
-  for (int i = 0; i < c->nstreams; i++)
-    for (ck = c->streams[i].unacked.head; ck; ck = ck->next)
+  for (int i = 0; i < c->nstreams; i++) {
+    struct braid_stream *s = &c->streams[i];
+    bool held = false;
+    for (ck = s->unacked.head; ck && !held; ck = ck->next) held = ck->seq < below && ck->req;
+    if (!held) continue;
+    /* The receiver may hold a chunk's bytes while the call that wrote them, on another thread
+     * (socket helpers), is still in the system call that reads the buffer: it ends first. */
+    if (c->sops->tx_settle) c->sops->tx_settle(c, s);
+    for (ck = s->unacked.head; ck; ck = ck->next)
       if (ck->seq < below) tx_detach(ck);
+  }
 }
 
 /* One acknowledgement, hdr. */

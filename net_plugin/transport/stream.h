@@ -78,6 +78,10 @@ struct braid_stream_ops {
    * frame partly out (tx_done != 0).  Returns how many frames stay at the head of the batch (0 or
    * 1: one that must still go out whole, its chunk detached); the rest of the batch is dropped. */
   int (*tx_failed)(struct braid_comm *c, struct braid_stream *s);
+  /* Optional (NULL: nothing writes s's batch but the caller): a write of s's batch that another
+   * thread may have under way is over and counted (tx_head/tx_count/tx_done).  Called before a
+   * send with a chunk on s completes: NCCL may reuse its buffer once test() says done. */
+  void (*tx_settle)(struct braid_comm *c, struct braid_stream *s);
   /* The next acknowledgement from the receiver into hdr: 1 one came, 0 none now, -1 broken. */
   int (*read_ack)(struct braid_comm *c, struct braid_stream *s,
                   uint8_t hdr[BRAID_FRAME_HDR_BYTES], char *why, size_t whylen);

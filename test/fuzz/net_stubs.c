@@ -60,6 +60,10 @@ const char *braid_param_str(enum braid_param_id id) {
   (void)id;
   return "";
 }
+int64_t braid_param_int(enum braid_param_id id) {
+  (void)id; /* BRAID_SOCKET_THREADS 0: no helper threads, the harness drives every call */
+  return 0;
+}
 const char *braid_param_env(enum braid_param_id id) {
   (void)id;
   return "";

@@ -32,7 +32,7 @@ PS_ENGINE=(ps_offload/session.c ps_offload/conn.c ps_offload/proto.c ps_offload/
 WIRE=(net_plugin/wire/*.c) # every wire format (net_plugin/wire/wire.h)
 DATA_PATH=(net_plugin/stripe/rx.c net_plugin/stripe/tx.c net_plugin/stripe/sched.c net_plugin/transport/socket/ack_out.c
            "${WIRE[@]}" net_plugin/transport/socket/sock_stream.c net_plugin/transport/socket/sock_tx.c
-           net_plugin/transport/socket/sock_rx.c)
+           net_plugin/transport/socket/sock_rx.c net_plugin/transport/socket/sock_helper.c)
 JOBS=${JOBS:-2}
 # at_most_jobs: waits until fewer than JOBS of this script's background jobs run.
 at_most_jobs() { while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done; }

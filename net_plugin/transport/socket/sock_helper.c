@@ -19,7 +19,7 @@
 #include "log.h"
 #include "param.h"
 #include "stripe/stripe.h"
-#include "transport/socket/sock_stream.h"
+#include "transport/socket/sock_state.h"
 
 /* What one helper moves, for the automatic choice: one core carries about this much TCP in each
  * direction (docs/performance.md, "Helper threads": measured CPU per byte, with headroom). */

@@ -58,6 +58,7 @@ const struct braid_stream_ops braid_sock_stream_ops = {
     .tx_poll = NULL, /* a frame written is a frame sent */
     .tx_write = braid_sock_tx_write,
     .tx_failed = braid_sock_tx_failed,
+    .tx_settle = braid_sock_tx_settle,
     .read_ack = braid_sock_tx_read_ack,
     .poke = braid_sock_tx_poke,
     .path_dead = braid_sock_tx_path_dead,
