@@ -14,7 +14,7 @@
 #   make fuzz       the fuzzers only (FUZZ_SECONDS per target, FUZZ_TARGETS="fuzz_rx ...")
 #   make config-doc docs/configuration.md's tables from common/params.def and common/env.def
 #   make run        local demo: a few ranks run an allreduce sweep through the plugin on loopback
-#   make install PREFIX=/usr/local
+#   make install    plugins, tools, manual pages, docs (PREFIX=/usr/local, DESTDIR=; make uninstall)
 #   make bench      benchmarks against reference programs (bench/, minutes)
 #   make SAN=1 OPT=-O1 BUILD=build/san    the ASan+UBSan build (SAN=thread: ThreadSanitizer)
 # docs/contributing.md has the quick loop.
@@ -96,6 +96,9 @@ TUNE         = $(BUILD)/braid-tune
 TARGETS     += $(if $(TUNER_SRCS),$(TUNE))
 CAIRO_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags cairo))
 CAIRO_LIBS   = $(shell pkg-config --libs cairo)
+
+# make install and make uninstall: the plugins where NCCL finds them by name, tools, docs.
+include tools/pkg/install.mk
 
 .PHONY: all deps test run install bench clean unit fuzz
 all: $(TARGETS)
@@ -206,13 +209,6 @@ run: all
 
 bench: all
 	@./bench/run.sh
-
-install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(TRACE) $(TUNER) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/braid-trace-shape $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(PERF) $(STAT) $(PS) $(SIM) $(if $(TUNER_SRCS),$(TUNE)) $(DESTDIR)$(PREFIX)/bin/
 
 clean:
 	rm -rf build

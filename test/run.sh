@@ -86,6 +86,8 @@ suite ofi-sanitized ./test/integration/ofi_test.sh build/san
 # Over libfabric: striping and the failures whose detection differs there (the backup rail and
 # the slow rail's demotion are the scheduler's, run over sockets above).
 suite netbed-ofi env NETBED_TRANSPORT=ofi NETBED_ONLY="striping cut blackhole reset" ./test/integration/netbed_test.sh build
+# make install and make uninstall into a DESTDIR.
+suite install ./test/pkg/install_test.sh build
 # The soft-RoCE guest's tests (smoke, verbs-probe, verbs-ep, verbs-conn plain and sanitized,
 # verbs-perf), in one boot; test/vm/all.sh NAME... or test/vm/NAME_test.sh for one of them.
 suite vm ./test/vm/all.sh
