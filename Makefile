@@ -15,6 +15,7 @@
 #   make config-doc docs/configuration.md's tables from common/params.def and common/env.def
 #   make run        local demo: a few ranks run an allreduce sweep through the plugin on loopback
 #   make install    plugins, tools, manual pages, docs (PREFIX=/usr/local, DESTDIR=; make uninstall)
+#   make deb        Debian packages into build/deb/ (debian/; docs/install.md)
 #   make bench      benchmarks against reference programs (bench/, minutes)
 #   make SAN=1 OPT=-O1 BUILD=build/san    the ASan+UBSan build (SAN=thread: ThreadSanitizer)
 # docs/contributing.md has the quick loop.
@@ -42,6 +43,10 @@ ifeq ($(SAN),thread)
   SANFLAGS = -fsanitize=thread -fno-omit-frame-pointer
 endif
 CFLAGS  += $(SANFLAGS)
+# A distribution's flags, appended (debian/rules passes dpkg-buildflags' CPPFLAGS and CFLAGS:
+# hardening, debug paths); LDFLAGS is taken from the environment as it is.
+CPPFLAGS += $(EXTRA_CPPFLAGS)
+CFLAGS  += $(EXTRA_CFLAGS)
 CXXFLAGS += $(SANFLAGS)
 LDFLAGS += $(SANFLAGS)
 
@@ -100,7 +105,7 @@ CAIRO_LIBS   = $(shell pkg-config --libs cairo)
 # make install and make uninstall: the plugins where NCCL finds them by name, tools, docs.
 include tools/pkg/install.mk
 
-.PHONY: all deps test run install bench clean unit fuzz
+.PHONY: all deps test run install bench clean unit fuzz deb
 all: $(TARGETS)
 
 # Debian packages first: tools/deps.sh installs what is missing (as root) or prints the
@@ -209,6 +214,10 @@ run: all
 
 bench: all
 	@./bench/run.sh
+
+# Debian packages of this tree, built in a copy (dpkg-buildpackage, debian/) into $(BUILD)/deb/.
+deb:
+	./tools/pkg/deb.sh $(BUILD)/deb
 
 clean:
 	rm -rf build

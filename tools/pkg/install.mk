@@ -10,6 +10,7 @@
 # MANDIR/man1, README.md and docs/ to DOCDIR.  With DESTDIR empty, as root, ldconfig refreshes
 # the loader's cache; either way a LIBDIR the loader does not search is reported with what to do.
 # `make uninstall` (same PREFIX, DESTDIR) removes exactly those files and DOCDIR.
+# debian/rules runs `make install PREFIX=/usr DESTDIR=debian/tmp MULTIARCH=...`.
 MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null)
 BINDIR    ?= $(PREFIX)/bin
 LIBDIR    ?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
