@@ -31,7 +31,7 @@ expected() { # PREFIX LIBDIR (relative)
   for l in "${libs[@]}"; do echo "$2/$l"; done
   for b in "${bins[@]}"; do echo "$p/bin/$b"; echo "$p/share/man/man1/$b.1"; done
   echo "$p/share/doc/braid/README.md"
-  for d in docs/*.md docs/*.png; do echo "$p/share/doc/braid/${d#docs/}"; done
+  for d in docs/*.md docs/*.png; do echo "$p/share/doc/braid/${d##*/}"; done
 }
 
 # (1)
