@@ -86,8 +86,13 @@ suite ofi-sanitized ./test/integration/ofi_test.sh build/san
 # Over libfabric: striping and the failures whose detection differs there (the backup rail and
 # the slow rail's demotion are the scheduler's, run over sockets above).
 suite netbed-ofi env NETBED_TRANSPORT=ofi NETBED_ONLY="striping cut blackhole reset" ./test/integration/netbed_test.sh build
-# make install and make uninstall into a DESTDIR.
+# Installing: make install and make uninstall into a DESTDIR; the Debian packages (make deb,
+# built in a copy into build/deb), lintian on them, and the packages in a fresh Debian root (as
+# root; the root is bootstrapped once, like the guest's image, and cached in /var/cache/braid-vm).
 suite install ./test/pkg/install_test.sh build
+suite deb make deb
+suite deb-lintian ./test/pkg/lintian_test.sh build/deb
+suite deb-install ./test/pkg/deb_install_test.sh build/deb
 # The soft-RoCE guest's tests (smoke, verbs-probe, verbs-ep, verbs-conn plain and sanitized,
 # verbs-perf), in one boot; test/vm/all.sh NAME... or test/vm/NAME_test.sh for one of them.
 suite vm ./test/vm/all.sh
@@ -97,7 +102,8 @@ suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 # The build suites whose trees a suite runs (the others build what they run themselves).
 needs() {
   case $1 in
-    deps-first|build|build-sanitized|build-tsan|fuzz|vm|sim|sim-sanitized|source-*) ;;
+    deps-first|build|build-sanitized|build-tsan|fuzz|vm|sim|sim-sanitized|source-*|deb) ;;
+    deb-*) echo deb;;
     threads-tsan) echo build-tsan;;
     collnet-tsan-servers) echo build build-tsan;;
     *-sanitized) echo build-sanitized;;
