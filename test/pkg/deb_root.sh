@@ -30,11 +30,11 @@ for old in "$cache"/pkgroot-*; do [ -e "$old" ] && rm -rf "$old"; done
 echo "deb_root: debootstrap --variant=minbase $suite ($mirror) with: $(echo $pkgs)" >&2
 t0=$SECONDS
 if ! debootstrap --variant=minbase --include="$(echo $pkgs | tr ' ' ,)" "$suite" "$root.tmp" "$mirror" \
-     >"$cache/pkgroot-debootstrap.log" 2>&1; then
-  tail -n 20 "$cache/pkgroot-debootstrap.log" >&2
+     >"$cache/debootstrap-pkgroot.log" 2>&1; then
+  tail -n 20 "$cache/debootstrap-pkgroot.log" >&2
   for m in proc sys dev/pts dev; do umount "$root.tmp/$m" 2>/dev/null || true; done
   rm -rf "$root.tmp"
-  echo "deb_root: unavailable: debootstrap failed (log: $cache/pkgroot-debootstrap.log)" >&2
+  echo "deb_root: unavailable: debootstrap failed (log: $cache/debootstrap-pkgroot.log)" >&2
   exit 3
 fi
 # apt's lists are not needed (the test installs local .deb files, offline); the rest stays as a
