@@ -8,7 +8,14 @@
 #   (2) make uninstall removes every one of those files and share/doc/braid, and nothing else
 #       (a file of someone else's in bin/ stays); a second uninstall does nothing and succeeds;
 #   (3) PREFIX=/usr puts the plugins in /usr/lib/<multiarch>; MULTIARCH= in PREFIX/lib;
-#   (4) tools/pkg/ldpath.sh names what to do for a folder the loader does not search.
+#   (4) tools/pkg/ldpath.sh names what to do for a folder the loader does not search;
+#   (5) with no DESTDIR, as NCCL will meet it (root): in a private mount namespace (unshare -m)
+#       whose /usr/local and /etc are overlays of the machine's, so nothing reaches the machine,
+#       `make install` runs ldconfig, and the installed braid-perf with NCCL_NET_PLUGIN=braid
+#       NCCL_TUNER_PLUGIN=braid and no LD_LIBRARY_PATH opens both plugins from
+#       /usr/local/lib/<multiarch> (the loader says so, LD_DEBUG=libs); after `make uninstall`
+#       the loader's cache names neither.  Not root, or without unshare or overlayfs, this case
+#       is skipped with the reason.
 #   test/pkg/install_test.sh BUILD_DIR
 # Prints "install: N passed, N failed".
 set -uo pipefail
@@ -90,6 +97,34 @@ if tools/pkg/ldpath.sh "$tmp/nowhere" >"$tmp/out" 2>&1 &&
    grep -q "NCCL_NET_PLUGIN=$tmp/nowhere/libnccl-net-braid.so" "$tmp/out"; then
   ok "ldpath.sh: a folder the loader does not search is reported with what to do"
 else cp "$tmp/out" "$tmp/why"; bad "ldpath.sh"; fi
+
+# (5)
+cat >"$tmp/real.sh" <<'REAL'
+set -eu
+tmp=$1 B=$2 arch=$3
+for d in /usr/local /etc; do
+  mkdir -p "$tmp/ov$d/u" "$tmp/ov$d/w"
+  mount -t overlay overlay -o "lowerdir=$d,upperdir=$tmp/ov$d/u,workdir=$tmp/ov$d/w" "$d" ||
+    { echo "skip install-no-destdir (no overlay mount of $d here)"; exit 0; }
+done
+make -s BUILD="$B" install PREFIX=/usr/local
+env -u LD_LIBRARY_PATH NCCL_NET_PLUGIN=braid NCCL_TUNER_PLUGIN=braid BRAID_SOCKET_IFNAME=lo LD_DEBUG=libs \
+  /usr/local/bin/braid-perf allreduce --algo auto -n 2 -b 8 -e 64K -f 64 --iters 1 -w 1 >"$tmp/perf.out" 2>&1
+for l in libnccl-net-braid.so libnccl-tuner-braid.so; do
+  grep -q "calling init: /usr/local/lib/$arch/$l\$" "$tmp/perf.out" || { echo "not opened from /usr/local/lib/$arch: $l"; grep -E 'tuner|calling init|find library=libnccl' "$tmp/perf.out" | head; exit 1; }
+done
+echo "loaded by name from /usr/local/lib/$arch"
+make -s BUILD="$B" uninstall PREFIX=/usr/local
+if ldconfig -p | grep -q 'libnccl-.*-braid'; then echo "the loader's cache still names braid after uninstall"; exit 1; fi
+echo "gone from the loader's cache after uninstall"
+REAL
+ns=(unshare --mount --propagation private)
+if [ "$(id -u)" != 0 ]; then echo "skip install-no-destdir (needs root: mounts over /usr/local and /etc)"
+elif ! "${ns[@]}" true 2>/dev/null; then echo "skip install-no-destdir (${ns[*]} is not allowed here)"
+elif "${ns[@]}" bash "$tmp/real.sh" "$tmp" "$(realpath "$B")" "$arch" >"$tmp/real.out" 2>&1; then
+  if grep -q '^skip ' "$tmp/real.out"; then grep '^skip ' "$tmp/real.out"
+  else ok "make install, no DESTDIR: ldconfig, NCCL_NET_PLUGIN=braid finds both plugins in /usr/local/lib/$arch; uninstall: gone"; fi
+else cp "$tmp/real.out" "$tmp/why"; bad "make install with no DESTDIR (in a private mount namespace)"; fi
 
 echo "install: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
