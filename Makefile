@@ -14,7 +14,8 @@
 #   make fuzz       the fuzzers only (FUZZ_SECONDS per target, FUZZ_TARGETS="fuzz_rx ...")
 #   make config-doc docs/configuration.md's tables from common/params.def and common/env.def
 #   make run        local demo: a few ranks run an allreduce sweep through the plugin on loopback
-#   make install PREFIX=/usr/local
+#   make install    plugins, tools, manual pages, docs (PREFIX=/usr/local, DESTDIR=; make uninstall)
+#   make deb        Debian packages into build/deb/ (debian/; docs/install.md)
 #   make bench      benchmarks against reference programs (bench/, minutes)
 #   make SAN=1 OPT=-O1 BUILD=build/san    the ASan+UBSan build (SAN=thread: ThreadSanitizer)
 # docs/contributing.md has the quick loop.
@@ -42,6 +43,10 @@ ifeq ($(SAN),thread)
   SANFLAGS = -fsanitize=thread -fno-omit-frame-pointer
 endif
 CFLAGS  += $(SANFLAGS)
+# A distribution's flags, appended (debian/rules passes dpkg-buildflags' CPPFLAGS and CFLAGS:
+# hardening, debug paths); LDFLAGS is taken from the environment as it is.
+CPPFLAGS += $(EXTRA_CPPFLAGS)
+CFLAGS  += $(EXTRA_CFLAGS)
 CXXFLAGS += $(SANFLAGS)
 LDFLAGS += $(SANFLAGS)
 
@@ -97,7 +102,10 @@ TARGETS     += $(if $(TUNER_SRCS),$(TUNE))
 CAIRO_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags cairo))
 CAIRO_LIBS   = $(shell pkg-config --libs cairo)
 
-.PHONY: all deps test run install bench clean unit fuzz
+# make install and make uninstall: the plugins where NCCL finds them by name, tools, docs.
+include tools/pkg/install.mk
+
+.PHONY: all deps test run install bench clean unit fuzz deb
 all: $(TARGETS)
 
 # Debian packages first: tools/deps.sh installs what is missing (as root) or prints the
@@ -207,12 +215,9 @@ run: all
 bench: all
 	@./bench/run.sh
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(TRACE) $(TUNER) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/braid-trace-shape $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(PERF) $(STAT) $(PS) $(SIM) $(if $(TUNER_SRCS),$(TUNE)) $(DESTDIR)$(PREFIX)/bin/
+# Debian packages of this tree, built in a copy (dpkg-buildpackage, debian/) into $(BUILD)/deb/.
+deb:
+	./tools/pkg/deb.sh $(BUILD)/deb
 
 clean:
 	rm -rf build

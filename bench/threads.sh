@@ -2,7 +2,7 @@
 # Scaling of the socket transport's helper threads (issue 22 item 5): ONE connection (one channel,
 # sendrecv --oneway 64 MiB on loopback) held to 0, 1, 2, ... helper threads per comm
 # (BRAID_SOCKET_THREADS=T; a stream per helper, BRAID_NSTREAMS left unset), interleaved round by
-# round beside the plain TCP program (bench/ref/tcp_stream, one connection, blocking).  For each
+# round beside the plain TCP program (bench/ref/tcp_stream.c, one connection, blocking).  For each
 # T: throughput, CPU per GB moved (both ends, every thread), the part of it on the threads that
 # call the plugin (NCCL's proxy) and on the helpers, and how busy one helper thread is (fraction
 # of a core).  Then what the measured CPU per byte means for a 100 and a 400 Gbit/s NIC: the

@@ -89,6 +89,13 @@ suite netbed-ofi env NETBED_TRANSPORT=ofi NETBED_ONLY="striping cut blackhole re
 # With two socket helper threads per connection (each owning two of the four rails' streams):
 # striping, a rail cut and re-admitted, a reset rail rejoining, all from the helpers.
 suite netbed-threads env BRAID_SOCKET_THREADS=2 NETBED_ONLY="striping cut reset" ./test/integration/netbed_test.sh build
+# Installing: make install and make uninstall into a DESTDIR; the Debian packages (make deb,
+# built in a copy into build/deb), lintian on them, and the packages in a fresh Debian root (as
+# root; the root is bootstrapped once, like the guest's image, and cached in /var/cache/braid-vm).
+suite install ./test/pkg/install_test.sh build
+suite deb make deb
+suite deb-lintian ./test/pkg/lintian_test.sh build/deb
+suite deb-install ./test/pkg/deb_install_test.sh build/deb
 # The soft-RoCE guest's tests (smoke, verbs-probe, verbs-ep, verbs-conn plain and sanitized,
 # verbs-perf), in one boot; test/vm/all.sh NAME... or test/vm/NAME_test.sh for one of them.
 suite vm ./test/vm/all.sh
@@ -98,7 +105,8 @@ suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 # The build suites whose trees a suite runs (the others build what they run themselves).
 needs() {
   case $1 in
-    deps-first|build|build-sanitized|build-tsan|fuzz|vm|sim|sim-sanitized|source-*) ;;
+    deps-first|build|build-sanitized|build-tsan|fuzz|vm|sim|sim-sanitized|source-*|deb) ;;
+    deb-*) echo deb;;
     threads-tsan) echo build-tsan;;
     collnet-tsan-servers) echo build build-tsan;;
     *-sanitized) echo build-sanitized;;

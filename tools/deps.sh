@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Installs (as root) or names (otherwise) the Debian packages braid needs.
 #   deps.sh build   compilers and libraries for `make`
-#   deps.sh test    plus what `make test` uses (GoogleTest, clang's libFuzzer, iproute2)
+#   deps.sh test    plus what `make test` uses (GoogleTest, clang's libFuzzer, iproute2; for the
+#                   packages' suites, what deb needs, lintian and debootstrap)
+#   deps.sh deb     plus Debian's packaging tools, for `make deb`
 set -euo pipefail
 what=${1:-build}
 pkgs=(gcc g++ make libsodium-dev libhwloc-dev libcairo2-dev pkgconf libfabric-dev libibverbs-dev)
-if [ "$what" = test ]; then pkgs+=(libgtest-dev clang libclang-rt-dev iproute2 nftables procps); fi
+deb=(build-essential dpkg-dev debhelper)
+if [ "$what" = test ]; then pkgs+=(libgtest-dev clang libclang-rt-dev iproute2 nftables procps
+  "${deb[@]}" lintian debootstrap); fi
+if [ "$what" = deb ]; then pkgs+=("${deb[@]}"); fi
 if [ "$what" = bench ]; then pkgs+=(iproute2 nftables iperf3 bc gnuplot-nox libfabric-bin); fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -6,7 +6,7 @@
 #   tools/check/paths.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-roots='net_plugin|common|tools|test|ps_offload|tuner_plugin|bench|docs|include|\.ci'
+roots='net_plugin|common|tools|test|ps_offload|tuner_plugin|bench|docs|include|debian|\.ci'
 bad=0 n=0
 while IFS=: read -r file line ref; do
   n=$((n + 1))
@@ -19,6 +19,6 @@ while IFS=: read -r file line ref; do
   bad=$((bad + 1))
 done < <(git ls-files -- '*.c' '*.h' '*.cc' '*.sh' '*.mk' '*.md' Makefile .ci/run |
            xargs grep -noE "(^|[^A-Za-z0-9_./-])($roots)/[A-Za-z0-9_./<>*%\${}-]*[A-Za-z0-9_/>*}]" |
-           sed -E "s/^([^:]+:[0-9]+:)[^A-Za-z.]?/\1/" | grep -vE ":bench/results|build/|\.(o|new)$")
+           sed -E "s/^([^:]+:[0-9]+:)[^A-Za-z.]?/\1/" | grep -vE ":bench/results|build/|debian/tmp|\.(o|new)$")
 echo "paths: $n references checked, $bad to paths that do not exist"
 [ "$bad" = 0 ]
