@@ -68,6 +68,10 @@ const char *braid_param_env(enum braid_param_id id) {
   (void)id;
   return "";
 }
+const char *braid_param_from(enum braid_param_id id) {
+  (void)id; /* no variable set */
+  return NULL;
+}
 int braid_sock_poke(int fd) {
   (void)fd;
   return 0;
