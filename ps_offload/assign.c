@@ -1,29 +1,72 @@
-/* braid-ps partition assignment and server rate estimates (see assign.h). */
+/* braid-ps partition layout and server rate estimates (see assign.h). */
 #include "assign.h"
 
 #include <string.h>
 
-uint32_t ps_nparts(size_t bytes, size_t part_bytes) {
-  if (bytes == 0 || part_bytes == 0) return 0;
-  return (uint32_t)((bytes + part_bytes - 1) / part_bytes);
+size_t ps_grain(size_t esize) {
+  if (esize == 0) esize = 1;
+  return (PS_GRAIN_BYTES + esize - 1) / esize * esize;
 }
 
-int ps_assign(const uint8_t *w, int n, uint64_t seq, uint32_t part, uint32_t nparts) {
-  uint64_t total = 0;
-  for (int i = 0; i < n; i++) total += w[i];
-  if (total == 0 || nparts == 0) return -1;
-  /* A point in [0, 2^32) per partition: evenly spaced within the op, shifted per op by the
-   * golden-ratio sequence so that remainders rotate over the servers from one op to the next. */
-  uint32_t base = (uint32_t)(seq * 2654435769u);
-  uint32_t step = (uint32_t)((((uint64_t)part << 32) + (1ull << 31)) / nparts);
-  uint32_t x = base + step;
-  uint64_t target = ((uint64_t)x * total) >> 32;
-  uint64_t acc = 0;
-  for (int i = 0; i < n; i++) {
-    acc += w[i];
-    if (target < acc) return i;
+/* Cuts `units` grains of one server, starting at grain u0, into pieces of at most `maxu` grains
+ * (about a quarter of the share, at least minu), as even as possible. */
+static uint32_t cut_share(int server, uint64_t u0, uint64_t units, size_t g, size_t bytes, uint64_t minu,
+                          uint64_t maxu, struct ps_piece *out, uint32_t n, uint32_t cap) {
+  uint64_t t = (units + PS_PIECES_PER_SERVER - 1) / PS_PIECES_PER_SERVER;
+  if (t < minu) t = minu;
+  if (t > maxu) t = maxu;
+  uint64_t k = (units + t - 1) / t, q = units / k, extra = units % k, u = u0;
+  for (uint64_t i = 0; i < k; i++, n++) {
+    uint64_t len = q + (i < extra);
+    if (n < cap) {
+      size_t off = (size_t)u * g, end = (size_t)(u + len) * g;
+      out[n] = (struct ps_piece){.off = off, .len = (end < bytes ? end : bytes) - off, .server = server};
+    }
+    u += len;
   }
-  return n - 1; /* not reached */
+  return n;
+}
+
+uint32_t ps_layout(const uint8_t *w, int n, uint64_t seq, size_t bytes, size_t esize, size_t max_part,
+                   struct ps_piece *out, uint32_t cap) {
+  if (bytes == 0 || n <= 0) return 0;
+  if (n > PS_MAX_SERVERS) n = PS_MAX_SERVERS;
+  size_t g = ps_grain(esize);
+  uint64_t units = (bytes + g - 1) / g; /* the last grain may be short */
+  uint64_t maxu = max_part / g ? max_part / g : 1;
+  uint64_t minu = (PS_MIN_PIECE_BYTES + g - 1) / g;
+  uint64_t wt[PS_MAX_SERVERS], total = 0;
+  int active = 0;
+  for (int i = 0; i < n; i++) total += wt[i] = w[i];
+  if (total == 0) /* no weights: equal */
+    for (int i = 0; i < n; i++) total += wt[i] = 1;
+  uint64_t share[PS_MAX_SERVERS], given = 0;
+  for (int i = 0; i < n; i++) {
+    share[i] = units * wt[i] / total;
+    given += share[i];
+    active += wt[i] > 0;
+  }
+  /* What the floors left (fewer grains than servers in use), one grain each to the servers in
+   * use in list order from the (seq mod active)-th, so the extra grain rotates over the ops. */
+  uint64_t left = units - given;
+  int skip = (int)(seq % (uint64_t)active);
+  for (int k = 0; left > 0; k = (k + 1) % n) {
+    if (!wt[k]) continue;
+    if (skip > 0) {
+      skip--;
+      continue;
+    }
+    share[k]++;
+    left--;
+  }
+  uint32_t count = 0;
+  uint64_t u = 0;
+  for (int i = 0; i < n; i++) {
+    if (!share[i]) continue;
+    count = cut_share(i, u, share[i], g, bytes, minu, maxu, out, count, cap);
+    u += share[i];
+  }
+  return count;
 }
 
 int ps_reroute(int s, uint32_t lost, int n) {
@@ -42,6 +85,10 @@ static void busy_update(struct ps_rate *r, uint64_t now) {
 }
 
 void ps_rate_start(struct ps_rate *r, uint64_t now) {
+  if (!r->started) {
+    r->started = 1;
+    r->win_start = now;
+  }
   busy_update(r, now);
   if (r->outstanding++ == 0) r->busy_since = now;
 }
@@ -50,16 +97,38 @@ void ps_rate_done(struct ps_rate *r, uint64_t now, size_t bytes) {
   busy_update(r, now);
   if (r->outstanding > 0) r->outstanding--;
   r->bytes += (double)bytes;
+  r->done++;
 }
 
-void ps_rate_window(struct ps_rate *r, uint64_t now) {
+static double median_kept(const struct ps_rate *r) {
+  double a = r->keep[0], b = r->keep[1], c = r->keep[2];
+  if (r->nkeep == 1) return a;
+  if (r->nkeep == 2) return (a + b) / 2;
+  if ((a <= b && b <= c) || (c <= b && b <= a)) return b;
+  if ((b <= a && a <= c) || (c <= a && a <= b)) return a;
+  return c;
+}
+
+int ps_rate_window(struct ps_rate *r, uint64_t now) {
+  if (!r->started) return 0; /* no work yet: nothing to measure */
+  r->ops++;
   busy_update(r, now);
-  if (r->busy_ns >= 1e6 && r->bytes > 0) { /* at least 1 ms of work: enough to mean something */
-    double cur = r->bytes / r->busy_ns;
-    r->rate = r->rate > 0 ? 0.6 * r->rate + 0.4 * cur : cur; /* smoothed: noise moves weights little */
-    r->busy_ns = 0;
-    r->bytes = 0;
-  }
+  if (r->done < PS_RATE_MIN_DONE || r->ops < PS_RATE_MIN_OPS) return 0;
+  double span = now > r->win_start ? (double)(now - r->win_start) : 0;
+  double cur = r->busy_ns > 0 && r->bytes > 0 ? r->bytes / r->busy_ns : 0;
+  int busy = r->busy_ns >= 0.75 * span;
+  r->win_start = now;
+  r->busy_ns = r->bytes = 0;
+  r->done = r->ops = 0;
+  /* A window the server spent partly waiting for work: its rate while busy is a lower bound on
+   * what it can do, so it may raise the estimate, never lower it. */
+  if (cur <= 0 || (!busy && r->rate > 0 && cur <= r->rate)) return 0;
+  if (r->nkeep < PS_RATE_KEEP) r->nkeep++;
+  memmove(r->keep + 1, r->keep, (PS_RATE_KEEP - 1) * sizeof r->keep[0]);
+  r->keep[0] = cur;
+  double med = median_kept(r), old = r->rate;
+  r->rate = old > 0 ? old + (med - old) / 4 : med;
+  return r->rate != old;
 }
 
 void ps_weights(const struct ps_rate *r, int n, uint32_t lost, uint8_t out[PS_MAX_SERVERS]) {
@@ -73,7 +142,9 @@ void ps_weights(const struct ps_rate *r, int n, uint32_t lost, uint8_t out[PS_MA
     /* Servers within a fifth of the fastest count as equal: when the heads' own NICs are the
      * limit every server looks as fast as its share, and proportional weights would only drift. */
     if (r[i].rate >= 0.8 * max) { out[i] = 255; continue; }
-    double w = 255.0 * r[i].rate / max + 0.5;
+    /* A slower one gets a little under its share: given exactly its share it would finish last
+     * about half the time (noise), and every op waits for the last partition. */
+    double w = 255.0 * 0.8 * r[i].rate / max + 0.5;
     out[i] = (uint8_t)(w < 1 ? 1 : w > 255 ? 255 : w);
   }
 }

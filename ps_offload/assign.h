@@ -1,17 +1,22 @@
-/* braid-ps: which server reduces which partition, and how the weights are measured.
+/* braid-ps: which server reduces which bytes of an operation, and how the weights are measured.
  *
  * Pure functions (no I/O, clock passed in), shared by the CollNet client and braid-sim.
  *
- * An operation of `bytes` is cut into partitions of part_bytes (the last one shorter).  Each
- * partition goes to a server drawn from integer weights (0 = not used) by a low-discrepancy
- * sequence of (seq, part): over many partitions each server gets its weight's share, within one
- * partition per operation.  Every head computes the same answer from the same (weights, seq,
- * part), and the weights of operation seq are the ones rank 0 attached to operation seq - window
- * (equal weights before that), which every head has received before it may issue seq.  So every
- * node uses the same assignment for the same operation without any extra message.
+ * An operation of `bytes` is cut into one contiguous range per server, in proportion to integer
+ * weights (0 = not used), on a grain of 4 KiB (a multiple of the element size, so no element is
+ * ever split between servers); the grains that proportional shares leave over go one each to the
+ * servers in turn from one that rotates with the operation's seq, so every share is within one
+ * grain of proportional and no server is always the one given the extra.  Each server's range is
+ * cut into pieces (partitions) of about a quarter of its share, at least 16 KiB and at most the
+ * part size limit, so a server's partitions pipeline and a slow server's are small.  Every head
+ * computes the same layout from the same (weights, nservers, seq, bytes, esize, part limit), and
+ * the weights of operation seq are the ones rank 0 attached to operation seq - window (equal
+ * weights before that), which every head has received before it may issue seq.  So every node
+ * uses the same layout for the same operation without any extra message.
  *
  * A server a head has lost is skipped: its partitions go to the next server in list order that
- * the head still has.  Heads that lose the same server therefore agree on the replacement. */
+ * the head still has (ps_reroute).  Heads that lose the same server therefore agree on the
+ * replacement. */
 #ifndef BRAID_PS_ASSIGN_H
 #define BRAID_PS_ASSIGN_H
 
@@ -20,33 +25,61 @@
 
 #include "proto.h"
 
-/* Number of partitions of an operation (0 for 0 bytes). */
-uint32_t ps_nparts(size_t bytes, size_t part_bytes);
+#define PS_GRAIN_BYTES 4096u           /* the unit shares are counted in */
+#define PS_MIN_PIECE_BYTES (16u << 10) /* pieces are not cut smaller than this ... */
+#define PS_PIECES_PER_SERVER 4         /* ... to give each server this many */
 
-/* The server (0..nservers-1) of partition `part` of `nparts` in operation `seq`, or -1 when every
- * weight is 0. */
-int ps_assign(const uint8_t *weights, int nservers, uint64_t seq, uint32_t part, uint32_t nparts);
+/* One partition of an operation: bytes [off, off + len) reduced by `server`. */
+struct ps_piece {
+  size_t off, len;
+  int server;
+};
+
+/* The grain for elements of esize bytes: 4 KiB rounded up to a multiple of esize. */
+size_t ps_grain(size_t esize);
+
+/* The layout of an operation of `bytes` (a multiple of esize) over nservers servers with these
+ * weights (all 0: equal), in offset order.  Writes the first min(count, cap) pieces to out and
+ * returns count (0 for 0 bytes); call again with room for count when it is larger than cap.
+ * max_part is the part size limit (rounded down to the grain, at least one grain). */
+uint32_t ps_layout(const uint8_t *weights, int nservers, uint64_t seq, size_t bytes, size_t esize,
+                   size_t max_part, struct ps_piece *out, uint32_t cap);
 
 /* `s` itself when it is not in lost (a bit mask), else the next server after it, in list order,
  * that is not; -1 when every server is lost. */
 int ps_reroute(int s, uint32_t lost, int nservers);
 
 /* Throughput of one server as one head sees it: bytes of partitions completed per second of the
- * time it had at least one partition outstanding (busy time), so a server that waits for work
- * does not look slow, and one that is always behind shows its real rate. */
+ * time it had at least one partition outstanding (busy time), measured over windows that close
+ * once the server has completed PS_RATE_MIN_DONE partitions and PS_RATE_MIN_OPS operations have
+ * been issued.  A window counts only when the server was busy for at least 3/4 of it: one that
+ * waited for work has not shown how fast it is, so it may raise the estimate (its busy-time rate
+ * is a lower bound) but never lower it.  The estimate moves a quarter of the way towards the
+ * median of the last PS_RATE_KEEP windows that counted, so one odd window moves weights little. */
+#define PS_RATE_MIN_DONE 16
+#define PS_RATE_MIN_OPS 8
+#define PS_RATE_KEEP 3
 struct ps_rate {
   int outstanding;
+  int started;           /* a window is open (since win_start) */
   uint64_t busy_since;   /* when outstanding became > 0 */
+  uint64_t win_start;
   double busy_ns, bytes; /* in the current window */
-  double rate;           /* smoothed bytes per ns; 0 until measured */
+  uint32_t done, ops;    /* completions and operations in the current window */
+  double keep[PS_RATE_KEEP]; /* the last windows' rates, bytes per ns */
+  int nkeep;
+  double rate;           /* the estimate, bytes per ns; 0 until measured */
 };
 void ps_rate_start(struct ps_rate *r, uint64_t now_ns);
 void ps_rate_done(struct ps_rate *r, uint64_t now_ns, size_t bytes);
-/* Closes the window: folds its rate into the smoothed one (when the window saw enough work). */
-void ps_rate_window(struct ps_rate *r, uint64_t now_ns);
+/* One operation issued: counts it and closes the window when it is full.  Returns 1 when the
+ * estimate changed. */
+int ps_rate_window(struct ps_rate *r, uint64_t now_ns);
 
 /* Weights from rates: the fastest server 255, servers within a fifth of it 255 too, slower ones
- * in proportion, every server in use at least 1, lost ones 0, unmeasured ones as the fastest. */
+ * 0.8 x their proportional weight (a little under their share, so that the slow server is not the
+ * last to finish every operation), every server in use at least 1, lost ones 0, unmeasured ones
+ * as the fastest. */
 void ps_weights(const struct ps_rate *r, int nservers, uint32_t lost, uint8_t out[PS_MAX_SERVERS]);
 
 #endif

@@ -117,7 +117,8 @@ struct braid_collcomm {
   struct ps_op ops[PS_WINDOW];
   struct ps_hist hist[PS_WINDOW]; /* the PS_WINDOW operations before those in ops[] */
   uint8_t my_weights[PS_MAX_SERVERS]; /* rank 0: its current estimate, attached to its pushes */
-  uint64_t last_window_ns;
+  struct ps_piece *layout;            /* the layout of the op being issued (ps_layout) */
+  uint32_t layout_cap;
   uint8_t logged_weights[PS_MAX_SERVERS];
   uint64_t last_weights_log_ns;
   int all_lost_warned;

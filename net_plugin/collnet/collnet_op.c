@@ -1,7 +1,7 @@
 /* CollNet operations: iallreduce, test, and the progress engine that moves partitions to and
  * from the braid-ps servers (no thread: progress happens inside iallreduce and test).
  *
- * An operation is cut into partitions (assign.h); each goes to one server as a PUSH of this
+ * An operation is cut into partitions (ps_layout, assign.h); each goes to one server as a PUSH of this
  * head's input; the server answers every head with the RESULT (the reduction in rank order),
  * each head answers DONE, and once every head holds the result the server sends RELEASE.  Only
  * then is the partition complete here (hold-back), so until an operation completes every head
@@ -25,8 +25,6 @@
 #include "reduce.h"
 
 #define OP_MAGIC 0x4F535042u /* "BPSO" */
-#define PS_MIN_PART_BYTES (16u << 10)
-#define WEIGHT_WINDOW_NS 250000000ull /* rates over a quarter second: several partitions per server */
 
 static struct ps_op *slot(struct braid_collcomm *cc, uint64_t seq) { return &cc->ops[seq % PS_WINDOW]; }
 
@@ -459,8 +457,7 @@ static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, voi
   } else {
     memcpy(w, op->have_next ? op->next_weights : op->weights, sizeof w);
   }
-  if (cc->rank == 0 && now - cc->last_window_ns >= WEIGHT_WINDOW_NS) {
-    cc->last_window_ns = now;
+  if (cc->rank == 0) { /* every op counts towards each server's measurement window (assign.h) */
     struct ps_rate r[PS_MAX_SERVERS];
     for (int i = 0; i < cc->nservers; i++) {
       ps_rate_window(&cc->srv[i].rate, now);
@@ -472,15 +469,20 @@ static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, voi
     log_weights(cc, now);
   }
   size_t bytes = count * esize;
-  /* At least 4 partitions per server when the op is large enough (down to 16 KiB), so every op is
-   * spread over the servers in proportion to their weights and no op waits on one large partition
-   * at a slow server; at most BRAID_PS_PARTITION_BYTES.  Every head computes the same size. */
-  size_t pb = bytes / (4 * (size_t)cc->nservers);
-  pb = (pb + 4095) & ~(size_t)4095;
-  if (pb < PS_MIN_PART_BYTES) pb = PS_MIN_PART_BYTES;
-  if (pb > cc->part_bytes) pb = cc->part_bytes;
-  pb -= pb % esize;
-  uint32_t nparts = ps_nparts(bytes, pb);
+  /* Contiguous ranges per server in proportion to the weights, each cut into partitions of about
+   * a quarter of the server's share (16 KiB to BRAID_PS_PARTITION_BYTES), on a 4 KiB grain that
+   * is a multiple of the element size.  Every head computes the same layout. */
+  uint32_t nparts = ps_layout(w, cc->nservers, cc->seq, bytes, esize, cc->part_bytes, cc->layout, cc->layout_cap);
+  if (nparts > cc->layout_cap) {
+    struct ps_piece *nl = realloc(cc->layout, nparts * sizeof *nl);
+    if (!nl) {
+      BRAID_WARN("CollNet: out of memory for %u partitions", nparts);
+      return ncclSystemError;
+    }
+    cc->layout = nl;
+    cc->layout_cap = nparts;
+    ps_layout(w, cc->nservers, cc->seq, bytes, esize, cc->part_bytes, cc->layout, cc->layout_cap);
+  }
   if (nparts > (uint32_t)op->parts_cap) {
     struct ps_part *np = realloc(op->parts, nparts * sizeof *np);
     if (!np) {
@@ -533,11 +535,10 @@ static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, voi
   else memset(op->attach, 0, sizeof op->attach);
   for (uint32_t p = 0; p < nparts; p++) {
     struct ps_part *pt = &op->parts[p];
-    pt->off = (size_t)p * pb;
-    pt->len = p + 1 < nparts ? pb : bytes - pt->off;
+    pt->off = cc->layout[p].off;
+    pt->len = cc->layout[p].len;
     pt->had_result = 0;
-    int srv = ps_assign(w, cc->nservers, op->seq, p, nparts);
-    pt->server = ps_reroute(srv < 0 ? 0 : srv, cc->lost, cc->nservers);
+    pt->server = ps_reroute(cc->layout[p].server, cc->lost, cc->nservers);
     if (pt->server < 0) { /* cannot happen: checked above that a server is left */
       op_fail(op);
       break;
@@ -638,6 +639,9 @@ void ps_client_teardown(struct braid_collcomm *cc) {
     q_free(&cc->srv[i].data);
     q_free(&cc->srv[i].ctl);
   }
+  free(cc->layout);
+  cc->layout = NULL;
+  cc->layout_cap = 0;
   for (int k = 0; k < PS_WINDOW; k++) {
     free(cc->hist[k].srv);
     free(cc->ops[k].parts);

@@ -1,7 +1,8 @@
-// braid-ps partition assignment and server weights (ps_offload/assign.h): what every head relies
-// on to pick the same server for the same partition, and to give a slow server less.
+// braid-ps partition layout and server weights (ps_offload/assign.h): what every head relies on to
+// give the same bytes to the same server, and to give a slow server only its share.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -9,49 +10,157 @@ extern "C" {
 #include "assign.h"
 }
 
-TEST(PsAssign, PartitionCount) {
-  EXPECT_EQ(ps_nparts(0, 4096), 0u);
-  EXPECT_EQ(ps_nparts(1, 4096), 1u);
-  EXPECT_EQ(ps_nparts(4096, 4096), 1u);
-  EXPECT_EQ(ps_nparts(4097, 4096), 2u);
-  EXPECT_EQ(ps_nparts(64u << 20, 256u << 10), 256u);
+namespace {
+
+std::vector<ps_piece> Layout(const uint8_t *w, int n, uint64_t seq, size_t bytes, size_t esize = 4,
+                             size_t max_part = 256u << 10) {
+  uint32_t count = ps_layout(w, n, seq, bytes, esize, max_part, nullptr, 0);
+  std::vector<ps_piece> out(count);
+  EXPECT_EQ(count, ps_layout(w, n, seq, bytes, esize, max_part, out.data(), count));
+  return out;
 }
 
-// Shares follow the weights over many operations, within one partition per op.
-TEST(PsAssign, SharesFollowWeights) {
-  const uint8_t w[4] = {255, 255, 255, 64};
-  std::vector<long> got(4, 0);
-  const uint32_t nparts = 16;
-  for (uint64_t seq = 0; seq < 4000; seq++)
-    for (uint32_t p = 0; p < nparts; p++) {
-      int s = ps_assign(w, 4, seq, p, nparts);
-      ASSERT_GE(s, 0);
-      ASSERT_LT(s, 4);
-      got[s]++;
+// Every byte once, in offset order, each piece non-empty and on a server in range.
+void ExpectCovers(const std::vector<ps_piece> &p, size_t bytes, int n) {
+  size_t at = 0;
+  for (const ps_piece &x : p) {
+    EXPECT_EQ(x.off, at);
+    EXPECT_GT(x.len, 0u);
+    EXPECT_GE(x.server, 0);
+    EXPECT_LT(x.server, n);
+    at = x.off + x.len;
+  }
+  EXPECT_EQ(at, bytes);
+}
+
+std::vector<size_t> Shares(const std::vector<ps_piece> &p, int n) {
+  std::vector<size_t> s(n, 0);
+  for (const ps_piece &x : p) s[x.server] += x.len;
+  return s;
+}
+
+}  // namespace
+
+TEST(PsLayout, CoversEveryByteOnceForManyShapes) {
+  const uint8_t weights[][4] = {{1, 1, 1, 1}, {255, 255, 255, 51}, {255, 20, 255, 255}, {7, 0, 200, 1}};
+  const size_t sizes[] = {4, 4096, 4100, 65536, 1000004, 2u << 20, (64u << 20) + 12};
+  for (const auto &w : weights)
+    for (size_t bytes : sizes)
+      for (uint64_t seq = 0; seq < 5; seq++) ExpectCovers(Layout(w, 4, seq, bytes), bytes, 4);
+  ExpectCovers(Layout(weights[0], 4, 0, 0), 0, 4);
+  EXPECT_EQ(0u, ps_layout(weights[0], 4, 0, 0, 4, 256u << 10, nullptr, 0));
+}
+
+// Each server's bytes are within one grain of its proportional share, and contiguous.
+TEST(PsLayout, SharesWithinOneGrainOfProportional) {
+  const uint8_t w[4] = {255, 255, 255, 51};
+  for (size_t bytes : {size_t{2} << 20, size_t{3} << 20, size_t{64} << 20, size_t{1000} << 12})
+    for (uint64_t seq = 0; seq < 8; seq++) {
+      std::vector<ps_piece> p = Layout(w, 4, seq, bytes);
+      std::vector<size_t> s = Shares(p, 4);
+      for (int i = 0; i < 4; i++) {
+        double exact = static_cast<double>(bytes) * w[i] / (3 * 255 + 51);
+        EXPECT_LE(std::fabs(s[i] - exact), 4096.0) << "server " << i << " bytes " << bytes;
+      }
+      for (size_t k = 1; k < p.size(); k++) EXPECT_GE(p[k].server, p[k - 1].server) << "one range per server";
     }
-  double total = 4000.0 * nparts, wsum = 255 * 3 + 64;
-  for (int i = 0; i < 4; i++) EXPECT_NEAR(got[i] / total, w[i] / wsum, 0.01) << "server " << i;
 }
 
-TEST(PsAssign, EqualWeightsBalancedWithinAnOp) {
-  const uint8_t w[4] = {1, 1, 1, 1};
-  for (uint64_t seq = 0; seq < 100; seq++) {
-    int count[4] = {0, 0, 0, 0};
-    for (uint32_t p = 0; p < 16; p++) count[ps_assign(w, 4, seq, p, 16)]++;
-    for (int i = 0; i < 4; i++) EXPECT_EQ(count[i], 4) << "seq " << seq;
+TEST(PsLayout, DeterministicForTheSameInputs) {
+  const uint8_t w[5] = {200, 13, 255, 255, 90};
+  for (uint64_t seq : {0ull, 1ull, 31ull, 1000000007ull}) {
+    std::vector<ps_piece> a = Layout(w, 5, seq, 5u << 20), b = Layout(w, 5, seq, 5u << 20);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(0, memcmp(a.data(), b.data(), a.size() * sizeof a[0]));
   }
 }
 
-TEST(PsAssign, ZeroWeightNeverChosenAndAllZeroIsNone) {
+// The grains left over by the proportional floors go to a different server as seq moves: over
+// as many ops as servers, each server gets the extra grain equally often.
+TEST(PsLayout, RemainderRotatesWithSeq) {
+  const uint8_t w[4] = {1, 1, 1, 1};
+  const size_t bytes = 4096 * 4 * 10 + 4096;  // one grain over an even split
+  std::vector<int> extra(4, 0);
+  for (uint64_t seq = 0; seq < 400; seq++) {
+    std::vector<size_t> s = Shares(Layout(w, 4, seq, bytes), 4);
+    int got = 0;
+    for (int i = 0; i < 4; i++)
+      if (s[i] == 4096 * 11) {
+        extra[i]++;
+        got++;
+      }
+    EXPECT_EQ(got, 1);
+  }
+  for (int i = 0; i < 4; i++) EXPECT_EQ(extra[i], 100) << "server " << i;
+  // A tiny op (one grain) goes to each server in turn.
+  for (uint64_t seq = 0; seq < 8; seq++) {
+    std::vector<ps_piece> p = Layout(w, 4, seq, 8);
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].server, static_cast<int>(seq % 4));
+    EXPECT_EQ(p[0].len, 8u);
+  }
+}
+
+TEST(PsLayout, ZeroWeightGetsNothingAndAllZeroIsEqual) {
   const uint8_t w[3] = {10, 0, 10};
-  for (uint64_t seq = 0; seq < 500; seq++)
-    for (uint32_t p = 0; p < 7; p++) EXPECT_NE(ps_assign(w, 3, seq, p, 7), 1);
+  for (uint64_t seq = 0; seq < 50; seq++)
+    for (const ps_piece &x : Layout(w, 3, seq, 1u << 20)) EXPECT_NE(x.server, 1);
+  for (uint64_t seq = 0; seq < 6; seq++)  // tiny ops rotate over the servers in use only
+    EXPECT_NE(Layout(w, 3, seq, 4)[0].server, 1);
   const uint8_t z[3] = {0, 0, 0};
-  EXPECT_EQ(ps_assign(z, 3, 5, 0, 1), -1);
+  std::vector<size_t> s = Shares(Layout(z, 3, 0, 3 * 65536), 3);
+  for (int i = 0; i < 3; i++) EXPECT_EQ(s[i], 65536u);
+}
+
+// Piece sizes: about a quarter of a server's share, at least 16 KiB, at most the part limit, so a
+// slow server's share comes in small pieces.
+TEST(PsLayout, PieceSizes) {
+  const uint8_t eq[4] = {1, 1, 1, 1};
+  std::vector<ps_piece> p = Layout(eq, 4, 0, 2u << 20);  // NCCL's 8 x 256 KiB CollNet op
+  ASSERT_EQ(p.size(), 16u);
+  for (const ps_piece &x : p) EXPECT_EQ(x.len, 128u << 10);
+  p = Layout(eq, 4, 0, 64u << 20);
+  ASSERT_EQ(p.size(), 256u) << "capped at the part limit";
+  for (const ps_piece &x : p) EXPECT_EQ(x.len, 256u << 10);
+  p = Layout(eq, 4, 0, 64u << 10);  // 16 KiB per server: one piece each
+  ASSERT_EQ(p.size(), 4u);
+  const uint8_t slow[4] = {51, 255, 255, 255};
+  p = Layout(slow, 4, 0, 2u << 20);
+  size_t n0 = 0;
+  for (const ps_piece &x : p) {
+    EXPECT_LE(x.len, 256u << 10);
+    if (x.server != 0) continue;
+    n0++;
+    EXPECT_EQ(x.len, 32u << 10);
+  }
+  EXPECT_EQ(n0, 4u) << "the slow server's 128 KiB in four pieces";
+  p = Layout(eq, 4, 0, 1u << 20, 4, 4096);  // BRAID_PS_PARTITION_BYTES=4K
+  EXPECT_EQ(p.size(), 256u);
+  p = Layout(eq, 4, 0, 1u << 20, 4, 1000);  // below a grain: one grain
+  EXPECT_EQ(p.size(), 256u);
+}
+
+// Every piece starts on an element boundary and is whole elements, whatever the element size.
+TEST(PsLayout, ElementAligned) {
+  EXPECT_EQ(ps_grain(1), 4096u);
+  EXPECT_EQ(ps_grain(8), 4096u);
+  EXPECT_EQ(ps_grain(12), 4104u);
+  EXPECT_EQ(ps_grain(0), 4096u);
+  const uint8_t w[3] = {255, 40, 180};
+  for (size_t esize : {1, 2, 4, 8, 12})
+    for (size_t count : {1, 3, 1000, 99999, 1 << 20}) {
+      size_t bytes = count * esize;
+      std::vector<ps_piece> p = Layout(w, 3, count, bytes, esize, 100000);
+      ExpectCovers(p, bytes, 3);
+      for (const ps_piece &x : p) {
+        EXPECT_EQ(x.off % esize, 0u);
+        EXPECT_EQ(x.len % esize, 0u);
+      }
+    }
 }
 
 // Heads that lost the same servers, in any order, send a partition to the same replacement.
-TEST(PsAssign, RerouteAgreesWhateverTheOrderOfLosses) {
+TEST(PsLayout, RerouteAgreesWhateverTheOrderOfLosses) {
   EXPECT_EQ(ps_reroute(2, 0, 4), 2);
   EXPECT_EQ(ps_reroute(2, 1u << 2, 4), 3);
   EXPECT_EQ(ps_reroute(3, 1u << 3, 4), 0);
@@ -62,41 +171,123 @@ TEST(PsAssign, RerouteAgreesWhateverTheOrderOfLosses) {
   int b = ps_reroute(1, (1u << 1) | (1u << 2), 4);
   EXPECT_EQ(a, 3);
   EXPECT_EQ(b, 3);
+  // A layout whose server is lost: its pieces all land on the next one, covering the same bytes.
+  const uint8_t w[4] = {255, 255, 255, 255};
+  std::vector<ps_piece> p = Layout(w, 4, 3, 2u << 20);
+  std::vector<size_t> s(4, 0);
+  for (const ps_piece &x : p) s[ps_reroute(x.server, 1u << 1, 4)] += x.len;
+  EXPECT_EQ(s[1], 0u);
+  EXPECT_EQ(s[2], 1u << 20);
 }
 
-// A server that is busy all the time at a quarter of the others' rate gets about a quarter of
-// their weight; a server that idles between bursts does not look slow.
-TEST(PsAssign, RatesFromBusyTime) {
-  ps_rate fast{}, slow{}, idle{};
-  uint64_t t = 0;
-  for (int i = 0; i < 100; i++) {
-    ps_rate_start(&fast, t);
-    ps_rate_done(&fast, t + 1000000, 1000000);  // 1 MB in 1 ms
-    ps_rate_start(&slow, t);
-    ps_rate_done(&slow, t + 4000000, 1000000);  // 1 MB in 4 ms
-    ps_rate_start(&idle, t);
-    ps_rate_done(&idle, t + 1000000, 1000000);  // 1 MB in 1 ms, then 3 ms idle
-    t += 4000000;
+namespace {
+
+// n completions of `bytes` each, one after another, every `every` ns, each taking `took` ns
+// (the server idles for every - took between them); one op per completion.
+void Feed(ps_rate *r, uint64_t *t, int n, size_t bytes, uint64_t took, uint64_t every) {
+  for (int i = 0; i < n; i++) {
+    ps_rate_start(r, *t);
+    ps_rate_done(r, *t + took, bytes);
+    *t += every;
+    ps_rate_window(r, *t);
   }
-  ps_rate_window(&fast, t);
-  ps_rate_window(&slow, t);
-  ps_rate_window(&idle, t);
+}
+
+}  // namespace
+
+TEST(PsRate, WindowNeedsCompletionsAndOps) {
+  ps_rate r{};
+  uint64_t t = 0;
+  EXPECT_EQ(0, ps_rate_window(&r, 100)) << "no work yet";
+  Feed(&r, &t, PS_RATE_MIN_DONE - 1, 1000000, 1000000, 1000000);
+  EXPECT_EQ(r.rate, 0) << "15 completions: the window is still open";
+  Feed(&r, &t, 1, 1000000, 1000000, 1000000);
+  EXPECT_DOUBLE_EQ(r.rate, 1.0) << "1 MB per ms = 1 byte per ns";
+  // Many completions within few ops: the window waits for the 8th op.
+  ps_rate q{};
+  for (int i = 0; i < 40; i++) {
+    ps_rate_start(&q, t);
+    ps_rate_done(&q, t + 1000, 1000);
+    t += 1000;
+  }
+  for (int op = 0; op < PS_RATE_MIN_OPS - 1; op++) ps_rate_window(&q, t);
+  EXPECT_EQ(q.rate, 0);
+  ps_rate_window(&q, t);
+  EXPECT_GT(q.rate, 0);
+}
+
+// A server busy all the time at a quarter of the others' rate ends a little under a quarter of
+// their weight; one that waits for work between partitions is not judged slow.
+TEST(PsRate, IdleServerNotJudgedSlow) {
+  ps_rate fast{}, slow{}, idle{};
+  uint64_t tf = 0, ts = 0, ti = 0;
+  Feed(&fast, &tf, 160, 1000000, 1000000, 1000000);  // 1 MB per ms, busy throughout
+  Feed(&slow, &ts, 160, 1000000, 4000000, 4000000);  // 1 MB per 4 ms, busy throughout
+  Feed(&idle, &ti, 160, 1000000, 1000000, 4000000);  // 1 MB per ms, then 3 ms waiting
+  EXPECT_NEAR(fast.rate, 1.0, 1e-9);
+  EXPECT_NEAR(slow.rate, 0.25, 1e-9);
+  EXPECT_NEAR(idle.rate, 1.0, 1e-9) << "its first window sets it; busy-time rate";
+  // Now the once-fast server gets work slowly, and looks slower while busy (its pieces wait on
+  // the heads): it waited for work most of the window, so its estimate does not drop.
+  Feed(&idle, &ti, 160, 1000000, 2000000, 8000000);
+  EXPECT_NEAR(idle.rate, 1.0, 1e-9);
+  // But an idle window that shows it faster than thought raises it.
+  ps_rate low{};
+  uint64_t tl = 0;
+  Feed(&low, &tl, 16, 1000000, 4000000, 4000000);  // measured busy at 0.25
+  EXPECT_NEAR(low.rate, 0.25, 1e-9);
+  Feed(&low, &tl, 16, 1000000, 1000000, 4000000);  // idle 3/4, 1 per ns while busy
+  EXPECT_GT(low.rate, 0.25);
   ps_rate r[3] = {fast, slow, idle};
   uint8_t w[PS_MAX_SERVERS];
   ps_weights(r, 3, 0, w);
   EXPECT_EQ(w[0], 255);
-  EXPECT_NEAR(w[1], 64, 2);
-  EXPECT_EQ(w[2], 255);
-  ps_weights(r, 3, 1u << 0, w);  // the fastest lost: the others rescale, the lost one gets 0
-  EXPECT_EQ(w[0], 0);
-  EXPECT_NEAR(w[1], 64, 2);
+  EXPECT_EQ(w[1], 51) << "255 x 0.8 x 1/4";
   EXPECT_EQ(w[2], 255);
 }
 
-TEST(PsAssign, UnmeasuredServersCountAsFastest) {
-  ps_rate r[2]{};
+// One odd window (a stall) moves the estimate little: the median of the last three windows
+// ignores it, and the estimate moves a quarter of the way towards the median.
+TEST(PsRate, MedianResistsOneOutlierWindow) {
+  ps_rate r{};
+  uint64_t t = 0;
+  Feed(&r, &t, 48, 1000000, 1000000, 1000000);  // three windows at 1.0
+  EXPECT_NEAR(r.rate, 1.0, 1e-9);
+  Feed(&r, &t, 16, 1000000, 10000000, 10000000);  // one window at 0.1, busy throughout
+  EXPECT_NEAR(r.rate, 1.0, 1e-9) << "median of 1, 1, 0.1";
+  Feed(&r, &t, 32, 1000000, 1000000, 1000000);  // two more at 1.0: the outlier is forgotten
+  EXPECT_NEAR(r.rate, 1.0, 1e-9);
+  // A real change: windows at 0.5 move it a quarter of the way towards the median each, once
+  // the median has moved: 1 -> 1 (median of 0.5, 1, 1) -> 0.875 -> 0.78125.
+  Feed(&r, &t, 16, 1000000, 2000000, 2000000);
+  EXPECT_NEAR(r.rate, 1.0, 1e-9);
+  Feed(&r, &t, 16, 1000000, 2000000, 2000000);
+  EXPECT_NEAR(r.rate, 0.875, 1e-9);
+  Feed(&r, &t, 16, 1000000, 2000000, 2000000);
+  EXPECT_NEAR(r.rate, 0.78125, 1e-9);
+}
+
+TEST(PsRate, WeightsRule) {
+  ps_rate r[5]{};
+  r[0].rate = 1.0;   // the fastest
+  r[1].rate = 0.85;  // within a fifth: as the fastest
+  r[2].rate = 0.1;   // 255 x 0.8 x 0.1 = 20.4
+  r[3].rate = 0.001; // at least 1
+  r[4].rate = 0;     // unmeasured: as the fastest
   uint8_t w[PS_MAX_SERVERS];
-  ps_weights(r, 2, 0, w);
+  ps_weights(r, 5, 0, w);
+  EXPECT_EQ(w[0], 255);
+  EXPECT_EQ(w[1], 255);
+  EXPECT_EQ(w[2], 20);
+  EXPECT_EQ(w[3], 1);
+  EXPECT_EQ(w[4], 255);
+  for (int i = 5; i < PS_MAX_SERVERS; i++) EXPECT_EQ(w[i], 0);
+  ps_weights(r, 5, 1u << 0, w);  // the fastest lost: the others rescale, the lost one gets 0
+  EXPECT_EQ(w[0], 0);
+  EXPECT_EQ(w[1], 255);
+  EXPECT_EQ(w[2], 24);  // 255 x 0.8 x 0.1 / 0.85
+  ps_rate none[2]{};
+  ps_weights(none, 2, 0, w);
   EXPECT_EQ(w[0], 255);
   EXPECT_EQ(w[1], 255);
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 extern "C" {
+#include "assign.h"
 #include "auth.h"
 #include "proto.h"
 #include "reduce.h"
@@ -465,6 +466,48 @@ TEST(PsServerReduce, ThreeHeadsAnyArrivalOrder) {
   }
   EXPECT_TRUE(srv.MemoryDrains()) << "partitions not freed without hold-back";
   EXPECT_EQ(1, ps_server_sessions(srv.get()));
+}
+
+// One op laid out over servers of unequal weights (ps_layout: partitions of different lengths
+// within the op, as a slow server's smaller share gives), here all reduced by this one server:
+// every element's sum is the rank-order sum, bitwise identical to the same op laid out evenly.
+TEST(PsServerReduce, UnequalLayoutSameSumsBitwise) {
+  Server srv;
+  Session s = NewSession();
+  Heads heads = JoinAll(srv, s, 3, false);
+  for (int dtype : {kFloat32, kBf16}) {
+    size_t esz = dtype == kBf16 ? 2 : 4, count = 300001;  // not a whole number of grains
+    std::vector<std::vector<uint8_t>> in;
+    for (uint32_t r = 0; r < 3; r++) in.push_back(RandomInput(dtype, count, 900 + dtype + r));
+    const uint8_t uneven[4] = {255, 51, 255, 20}, even[4] = {1, 1, 1, 1};
+    std::vector<std::vector<uint8_t>> got;
+    uint64_t seq = static_cast<uint64_t>(dtype) * 10;
+    for (const uint8_t *w : {uneven, even}) {
+      uint32_t n = ps_layout(w, 4, seq, count * esz, esz, 64u << 10, nullptr, 0);
+      std::vector<ps_piece> pc(n);
+      ps_layout(w, 4, seq, count * esz, esz, 64u << 10, pc.data(), n);
+      std::vector<uint8_t> out(count * esz, 0xAB);
+      for (uint32_t r = 0; r < 3; r++)
+        for (uint32_t p = 0; p < n; p++) {
+          std::vector<uint8_t> part(in[r].begin() + pc[p].off, in[r].begin() + pc[p].off + pc[p].len);
+          ASSERT_TRUE(heads[r]->Push(seq, p, r, dtype, kSum, part));
+        }
+      for (uint32_t r = 0; r < 3; r++)
+        for (uint32_t k = 0; k < n; k++) {
+          Frame f;
+          ASSERT_TRUE(heads[r]->Read(&f));
+          ASSERT_EQ(f.h.type, PS_RESULT) << f.Text();
+          ASSERT_LT(f.h.part, n);
+          ASSERT_EQ(f.payload.size(), pc[f.h.part].len);
+          if (r == 0) memcpy(&out[pc[f.h.part].off], f.payload.data(), f.payload.size());
+        }
+      got.push_back(out);
+      seq++;
+    }
+    EXPECT_TRUE(got[0] == Expected(dtype, in)) << "dtype " << dtype;
+    EXPECT_TRUE(got[0] == got[1]) << "uneven and even layouts differ, dtype " << dtype;
+  }
+  EXPECT_TRUE(srv.MemoryDrains());
 }
 
 // Many partitions in flight at once, pushed by every head in its own order; without frame
