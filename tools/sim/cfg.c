@@ -38,7 +38,7 @@ static const struct key keys[] = {
     K(servers, T_INT, "16", 1, 16, "braid-ps servers (CollNet-PS), at most PS_MAX_SERVERS = 16"),
     K(server_gbps, T_DBL, "800", 1e-3, 1e7, "braid-ps server rate, Gbit/s each direction (NICs and reduction)"),
     K(part_kib, T_DBL, "256", 4, 16384, "BRAID_PS_PARTITION_BYTES, KiB (the client's size rule applies below it)"),
-    K(ps_ops, T_INT, "3", 1, 100, "CollNet-PS operations simulated; the last is reported (weights adapt)"),
+    K(ps_ops, T_INT, "12", 1, 100, "CollNet-PS operations simulated; the last is reported (weights adapt once 8 have run)"),
     K(braid_chunk_kib, T_DBL, "512", 4, 65536, "BRAID_CHUNK_BYTES, KiB: braid's chunk on a rail"),
     K(braid_warmup_ms, T_DBL, "300", 0, 1e6, "braid: rail simulation before measuring (scheduler settles), ms"),
     K(braid_measure_ms, T_DBL, "100", 1, 1e6, "braid: rail simulation measured, ms"),

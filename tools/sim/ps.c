@@ -8,16 +8,6 @@
 #include "coll.h"
 #include "flow.h"
 
-/* The client's partition size rule (net_plugin/collnet/collnet_op.c): at least 4 partitions per server
- * down to 16 KiB, at most BRAID_PS_PARTITION_BYTES, a multiple of 4 KiB. */
-static size_t part_bytes(size_t bytes, int nservers, size_t max) {
-  size_t pb = bytes / (4 * (size_t)nservers);
-  pb = (pb + 4095) & ~(size_t)4095;
-  if (pb < 16384) pb = 16384;
-  if (pb > max) pb = max;
-  return pb;
-}
-
 /* Whether two nodes look the same to the PS (same NIC, NVLink and striped rates). */
 static bool same_node(const struct cluster *cl, int a, int b) {
   int R = cl->rails;
@@ -74,22 +64,37 @@ int coll_ps(const struct cluster *cl, bool braid, struct coll_result *res) {
   int srv0 = 2 * ncls * per;
   for (int s = 0; s < S; s++) cap[srv0 + 2 * s] = cap[srv0 + 2 * s + 1] = cl->server[s];
 
-  /* Each rail's head holds 1/R of the node's sum after the NVLink reduce-scatter. */
-  size_t head = (size_t)(cl->msg_bytes / R);
-  size_t pb = part_bytes(head, S, (size_t)(c->part_kib * 1024));
-  uint32_t nparts = ps_nparts(head, pb);
+  /* Each rail's head holds 1/R of the node's sum after the NVLink reduce-scatter; it is laid out
+   * over the servers by the client's own ps_layout (fp32 elements). */
+  size_t head = (size_t)(cl->msg_bytes / R), max_part = (size_t)(c->part_kib * 1024), pb = 0;
+  uint32_t npieces = 0, pcap = 0;
+  struct ps_piece *pc = NULL;
   uint8_t w[PS_MAX_SERVERS];
   memset(w, 0, sizeof w);
   memset(w, 1, (size_t)S); /* before the first measurement: equal */
   struct ps_rate rate[PS_MAX_SERVERS];
   memset(rate, 0, sizeof rate);
   double t_net = 0, t_base = 0, bytes_to[PS_MAX_SERVERS]; /* t_base: when this op starts */
+  int pieces_to[PS_MAX_SERVERS];
   for (int op = 0; op < c->ps_ops; op++) {
+    npieces = ps_layout(w, S, (uint64_t)op, head, 4, max_part, pc, pcap);
+    if (npieces > pcap) {
+      struct ps_piece *n = realloc(pc, npieces * sizeof *n);
+      if (!n) {
+        free(cls_node), free(cls_mult), free(cap), free(f), free(pc);
+        return -1;
+      }
+      pc = n;
+      pcap = npieces;
+      ps_layout(w, S, (uint64_t)op, head, 4, max_part, pc, pcap);
+    }
     memset(bytes_to, 0, sizeof bytes_to);
-    for (uint32_t p = 0; p < nparts; p++) {
-      int s = ps_assign(w, S, (uint64_t)op, p, nparts);
-      size_t len = p + 1 < nparts ? pb : head - (size_t)p * pb;
-      if (s >= 0) bytes_to[s] += (double)len;
+    memset(pieces_to, 0, sizeof pieces_to);
+    pb = 0;
+    for (uint32_t p = 0; p < npieces; p++) {
+      bytes_to[pc[p].server] += (double)pc[p].len;
+      pieces_to[pc[p].server]++;
+      if (pc[p].len > pb) pb = pc[p].len;
     }
     size_t i = 0;
     for (int k = 0; k < ncls; k++)
@@ -105,26 +110,30 @@ int coll_ps(const struct cluster *cl, bool braid, struct coll_result *res) {
           }
     t_net = flow_run(nlinks, cap, f, nf);
     if (t_net < 0) {
-      free(cls_node), free(cls_mult), free(cap), free(f);
+      free(cls_node), free(cls_mult), free(cap), free(f), free(pc);
       return -1;
     }
-    /* Rank 0 (node 0's head on rail 0) measures each server over the op and sets the weights of
-     * the next one, as the client does. */
+    /* Rank 0 (node 0's head on rail 0) measures each server as the client does: the server's
+     * partitions all outstanding from the op's start, completing evenly until its pull is done;
+     * every op counts towards the windows, whose rates set the next op's weights (the client's
+     * delay of PS_WINDOW ops is one op here). */
     int k0 = 0;
     for (int k = 0; k < ncls; k++)
       if (cls_node[k] == 0 || (healthy == k && !cl->node_faulty[0])) k0 = k;
     for (int s = 0; s < S; s++) {
-      if (bytes_to[s] <= 0) continue;
       const struct flow *pull = &f[((size_t)k0 * (size_t)per * (size_t)S + (size_t)s) * 2 + 1];
-      uint64_t t0 = (uint64_t)(t_base * 1e9), t1 = t0 + (uint64_t)(pull->done_s * 1e9);
-      ps_rate_start(&rate[s], t0);
-      ps_rate_done(&rate[s], t1, (size_t)bytes_to[s]);
+      uint64_t t0 = (uint64_t)(t_base * 1e9);
+      for (int j = 0; j < pieces_to[s]; j++) ps_rate_start(&rate[s], t0);
+      for (int j = 0; j < pieces_to[s]; j++)
+        ps_rate_done(&rate[s], t0 + (uint64_t)(pull->done_s * 1e9 * (j + 1) / pieces_to[s]),
+                     (size_t)(bytes_to[s] / pieces_to[s]));
     }
     t_base += t_net;
     for (int s = 0; s < S; s++) ps_rate_window(&rate[s], (uint64_t)(t_base * 1e9));
     ps_weights(rate, S, 0, w);
     res->steps += (double)nf;
   }
+  free(pc);
   /* Pipelined with the network: the NVLink reduce-scatter and all-gather, and the fill: one
    * partition's trip to a server and back, and the intra-node steps. */
   double worst_nvl = INFINITY;
