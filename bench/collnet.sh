@@ -15,48 +15,8 @@ cd "$(dirname "$0")/.."
 rounds=${1:-2}
 RATE=${RATE:-400mbit}
 CHANNELS=${CHANNELS:-8}   # NCCL channels (CollNet: one iallreduce carries up to 8 channel chunks)
-NB=test/netbed/netbed.sh
-P=bc$$
-[ "$(id -u)" = 0 ] || { echo "collnet bench: needs root (network namespaces)"; exit 1; }
-mkdir -p bench/results
+. bench/collnet_netbed.sh # the netbed, servers, run
 out=bench/results/collnet-$(date +%Y%m%d-%H%M%S).txt
-tmp=$(mktemp -d)
-spids=()
-cleanup() { kill "${spids[@]}" 2>/dev/null; $NB --prefix $P down >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
-$NB --prefix $P up --hosts 8 --rails 1 --rate "$RATE" >/dev/null
-PERF=$(realpath build/braid-perf)
-PS=$(realpath build/braid-ps)
-export NCCL_NET_PLUGIN=$(realpath build/libnccl-net-braid.so) BRAID_SOCKET_IFNAME=eth
-export BRAID_PS_TOKEN=bench-$$-$RANDOM
-addr() { echo "10.77.0.$(($1 + 1))"; }
-
-# servers PORT HOST...: one braid-ps per host; sets BRAID_PS_SERVERS.
-servers() {
-  local port=$1; shift
-  local list=""
-  for h in "$@"; do
-    $NB --prefix $P exec "$h" "$PS" --listen "$(addr "$h"):$port" --threads 2 >"$tmp/ps-$h-$port.log" 2>&1 &
-    spids+=($!)
-    list+="${list:+,}$(addr "$h"):$port"
-  done
-  sleep 0.5
-  export BRAID_PS_SERVERS=$list
-}
-# run ARGS...: allreduce on hosts 0-3; prints "time_us busbw_GBps" of the last row.
-run() {
-  local port=$((30000 + RANDOM % 20000)) pids=()
-  local args=(allreduce -b 64M -e 64M --channels "$CHANNELS" --nranks 4 --rendezvous "$(addr 0):$port" "$@")
-  for r in 3 2 1; do
-    $NB --prefix $P exec "$r" "$PERF" "${args[@]}" --rank "$r" >"$tmp/r$r" 2>&1 &
-    pids+=($!)
-  done
-  if ! $NB --prefix $P exec 0 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1; then
-    cat "$tmp/r0" >&2; wait "${pids[@]}" || true; return 1
-  fi
-  wait "${pids[@]}"
-  awk '/^ +[0-9]/ {t = $5; b = $7} END {printf "%s %s\n", t, b}' "$tmp/r0"
-}
 
 servers 7000 4 5 6 7
 DEDICATED=$BRAID_PS_SERVERS
@@ -75,8 +35,8 @@ for r in $(seq 1 "$rounds"); do
   read -r t _ < <(BRAID_PS_SERVERS=$DEDICATED BRAID_PS_HOLD=0 run --algo collnet -b 8 -e 8 -w 20 --iters 200); add lat_nohold "$t"
   slow=$(awk -v r="${RATE%mbit}" 'BEGIN {printf "%dmbit", r / 4}')
   $NB --prefix $P shape 4 0 "$slow" >/dev/null
-  # the weights settle over the first seconds (250 ms measurement windows, smoothed, applied 32
-  # operations later): warm up 4 iterations (about 8 s), then time 8
+  # the weights settle over the first iterations (rates over windows of 8 operations, applied
+  # 32 operations later; one iteration is 32 operations per head): warm up 4, then time 8
   read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet -w 4 --iters 8); add slow_adaptive "$b"
   read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED BRAID_PS_WEIGHTING=equal run --algo collnet -w 1 --iters 2); add slow_equal "$b"
   $NB --prefix $P restore 4 0 >/dev/null

@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 ./bench/cpu.sh "${BENCH_ROUNDS:-3}"
 ./bench/threads.sh "${BENCH_ROUNDS:-3}"
 if [ "$(id -u)" = 0 ]; then ./bench/multirail.sh "${BENCH_ROUNDS:-3}"; else echo "bench: multirail skipped (needs root)"; fi
+if [ "$(id -u)" = 0 ]; then ./bench/ps_slow.sh "${BENCH_ROUNDS:-5}"; else echo "bench: ps_slow skipped (needs root)"; fi
 if [ -x test/fuzz/run.sh ]; then ./test/fuzz/run.sh "${FUZZ_SECONDS:-300}"; fi

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# braid-ps with one slow or lost server (issue 24), on the CollNet netbed (root; see
+# bench/collnet_netbed.sh): 8 hosts with one NIC each at RATE (default 200mbit), 4 braid-perf
+# heads (hosts 0-3, 8 channels), 4 braid-ps servers (hosts 4-7).  Allreduce of 64 MiB fp32, per
+# round side by side:
+#   healthy                           best: itself
+#   server 0's NIC at RATE/4          best: healthy x 3.25/4
+#   server 0's NIC at RATE/10         best: healthy x 3.1/4
+#   server 0 killed during warm-up    best: healthy x 3/4
+# Why these: every head sends its whole buffer and receives the whole result, whatever the
+# layout, so the heads' NICs carry the same bytes in every case; healthy, 4 heads and 4 servers
+# of the same rate are balanced.  With server 0 at a fraction f, the servers together take
+# 3 + f NICs' worth where the heads give 4: at best busbw is (3 + f)/4 of healthy, reached when
+# each server's share is proportional to its rate.  Killed: 3 servers left, (3 + 0)/4.  The
+# ratios use each round's own healthy figure.  Each case warms up 3 iterations (the weights
+# settle: rates over windows of 8 operations, applied 32 operations later; one iteration is 32
+# operations per head) and times 6.
+# Usage: [RATE=200mbit] [CHANNELS=8] bench/ps_slow.sh [ROUNDS]   (default 5).  Prints each case's
+# ratio to its best, min and median over the rounds (goal: >= 0.95 every round), and writes
+# bench/results/ps_slow-<date>.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/stats.sh
+rounds=${1:-5}
+RATE=${RATE:-200mbit}
+CHANNELS=${CHANNELS:-8}
+. bench/collnet_netbed.sh # the netbed, servers, run
+out=bench/results/ps_slow-$(date +%Y%m%d-%H%M%S).txt
+W=(-w 3 --iters 6)
+
+servers 7000 4 5 6 7
+DEDICATED=$BRAID_PS_SERVERS
+frac() { awk -v r="${RATE%mbit}" -v d="$1" 'BEGIN {printf "%dmbit", r / d}'; }
+# slowed DIV: server 0's NIC at RATE/DIV for one run; prints its busbw
+slowed() {
+  $NB --prefix $P shape 4 0 "$(frac "$1")" >/dev/null
+  local b
+  read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet "${W[@]}")
+  $NB --prefix $P restore 4 0 >/dev/null
+  echo "$b"
+}
+# killed ROUND: a server of its own on host 4 (port 7100 + ROUND), SIGKILLed 4 s into the
+# warm-up; prints the busbw, fails when no head logged the loss
+killed() {
+  local port=$((7100 + $1)) list
+  $NB --prefix $P exec 4 "$PS" --listen "$(addr 4):$port" --threads 2 >"$tmp/ps-4-$port.log" 2>&1 &
+  local victim=$!
+  spids+=("$victim")
+  sleep 0.5
+  list="$(addr 4):$port,${DEDICATED#*,}"
+  ( sleep 4; kill -9 "$victim" 2>/dev/null ) &
+  local killer=$! b
+  read -r _ b < <(BRAID_PS_SERVERS=$list run --algo collnet "${W[@]}")
+  wait "$killer"
+  grep -q "lost" "$tmp/r0" "$tmp/r1" "$tmp/r2" "$tmp/r3" || { echo "ps_slow: no head logged the lost server" >&2; return 1; }
+  echo "$b"
+}
+rat() { awk -v a="$1" -v h="$2" -v f="$3" 'BEGIN {printf "%.3f", (h > 0 ? a / (h * f) : 0)}'; }
+
+for r in $(seq 1 "$rounds"); do
+  echo "# round $r/$rounds" >&2
+  read -r _ h < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet "${W[@]}"); add healthy "$h"
+  s4=$(slowed 4); add slow4 "$s4"; add r_slow4 "$(rat "$s4" "$h" 0.8125)"
+  s10=$(slowed 10); add slow10 "$s10"; add r_slow10 "$(rat "$s10" "$h" 0.775)"
+  k=$(killed "$r"); add killed "$k"; add r_killed "$(rat "$k" "$h" 0.75)"
+  echo "# healthy $h, 1/4 $s4, 1/10 $s10, killed $k GB/s" >&2
+done
+
+mn() { echo "${vals[$1]:-}" | tr ' ' '\n' | grep -v '^$' | sort -g | head -1; }
+all_ge() { echo "${vals[$1]:-}" | tr ' ' '\n' | grep -v '^$' | awk -v t="$2" '$1 < t {bad = 1} END {print bad ? "no" : "yes"}'; }
+{
+  echo "# braid-ps, one slow or lost server, on the netbed, $(date -u +%Y-%m-%dT%H:%MZ), 8 hosts x 1 NIC at $RATE (4 heads, 4 servers), allreduce 64 MiB fp32"
+  echo "# $rounds rounds; busbw in GB/s (1e9 B/s) = 2(n-1)/n x bytes / time, n = 4; ratio = busbw / (healthy busbw of the same round x best share)"
+  printf '%-34s %9s %9s %9s   %s\n' case "busbw" "ratio min" "median" "raw ratios (>= 0.95 every round?)"
+  printf '%-34s %9s %9s %9s   [%s]\n' "healthy" "$(m healthy)" "" "" "${vals[healthy]}"
+  printf '%-34s %9s %9s %9s   [%s] %s\n' "server 0 at 1/4 (best 3.25/4)" "$(m slow4)" "$(mn r_slow4)" "$(m r_slow4)" "${vals[r_slow4]}" "$(all_ge r_slow4 0.95)"
+  printf '%-34s %9s %9s %9s   [%s] %s\n' "server 0 at 1/10 (best 3.1/4)" "$(m slow10)" "$(mn r_slow10)" "$(m r_slow10)" "${vals[r_slow10]}" "$(all_ge r_slow10 0.95)"
+  printf '%-34s %9s %9s %9s   [%s] %s\n' "server 0 killed (best 3/4)" "$(m killed)" "$(mn r_killed)" "$(m r_killed)" "${vals[r_killed]}" "$(all_ge r_killed 0.95)"
+} | tee "$out"
