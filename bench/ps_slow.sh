@@ -17,7 +17,8 @@
 # operations per head) and times 6.
 # Usage: [RATE=200mbit] [CHANNELS=8] bench/ps_slow.sh [ROUNDS]   (default 5).  Prints each case's
 # ratio to its best, min and median over the rounds (goal: >= 0.95 every round), and writes
-# bench/results/ps_slow-<date>.txt.
+# bench/results/ps_slow-<date>.txt.  Ratios come from the times (braid-perf prints busbw to
+# 3 decimals only: 0.021 GB/s is +-2.5%); busbw = 2 x 3/4 x 64 MiB / time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/stats.sh
@@ -31,16 +32,16 @@ W=(-w 3 --iters 6)
 servers 7000 4 5 6 7
 DEDICATED=$BRAID_PS_SERVERS
 frac() { awk -v r="${RATE%mbit}" -v d="$1" 'BEGIN {printf "%dmbit", r / d}'; }
-# slowed DIV: server 0's NIC at RATE/DIV for one run; prints its busbw
+# slowed DIV: server 0's NIC at RATE/DIV for one run; prints its time (us)
 slowed() {
   $NB --prefix $P shape 4 0 "$(frac "$1")" >/dev/null
-  local b
-  read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet "${W[@]}")
+  local t
+  read -r t _ < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet "${W[@]}")
   $NB --prefix $P restore 4 0 >/dev/null
-  echo "$b"
+  echo "$t"
 }
 # killed ROUND: a server of its own on host 4 (port 7100 + ROUND), SIGKILLed 4 s into the
-# warm-up; prints the busbw, fails when no head logged the loss
+# warm-up; prints the time (us), fails when no head logged the loss
 killed() {
   local port=$((7100 + $1)) list
   $NB --prefix $P exec 4 "$PS" --listen "$(addr 4):$port" --threads 2 >"$tmp/ps-4-$port.log" 2>&1 &
@@ -49,21 +50,23 @@ killed() {
   sleep 0.5
   list="$(addr 4):$port,${DEDICATED#*,}"
   ( sleep 4; kill -9 "$victim" 2>/dev/null ) &
-  local killer=$! b
-  read -r _ b < <(BRAID_PS_SERVERS=$list run --algo collnet "${W[@]}")
+  local killer=$! t
+  read -r t _ < <(BRAID_PS_SERVERS=$list run --algo collnet "${W[@]}")
   wait "$killer"
   grep -q "lost" "$tmp/r0" "$tmp/r1" "$tmp/r2" "$tmp/r3" || { echo "ps_slow: no head logged the lost server" >&2; return 1; }
-  echo "$b"
+  echo "$t"
 }
-rat() { awk -v a="$1" -v h="$2" -v f="$3" 'BEGIN {printf "%.3f", (h > 0 ? a / (h * f) : 0)}'; }
+# rat TIME HEALTHY_TIME SHARE: the case's busbw over healthy's x SHARE; bw TIME: busbw in GB/s
+rat() { awk -v t="$1" -v h="$2" -v f="$3" 'BEGIN {printf "%.3f", (t > 0 ? h / (t * f) : 0)}'; }
+bw() { awk -v t="$1" 'BEGIN {printf "%.4f", (t > 0 ? 1.5 * 64 * 1048576 / (t * 1e3) : 0)}'; }
 
 for r in $(seq 1 "$rounds"); do
   echo "# round $r/$rounds" >&2
-  read -r _ h < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet "${W[@]}"); add healthy "$h"
-  s4=$(slowed 4); add slow4 "$s4"; add r_slow4 "$(rat "$s4" "$h" 0.8125)"
-  s10=$(slowed 10); add slow10 "$s10"; add r_slow10 "$(rat "$s10" "$h" 0.775)"
-  k=$(killed "$r"); add killed "$k"; add r_killed "$(rat "$k" "$h" 0.75)"
-  echo "# healthy $h, 1/4 $s4, 1/10 $s10, killed $k GB/s" >&2
+  read -r h _ < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet "${W[@]}"); add healthy "$(bw "$h")"
+  s4=$(slowed 4); add slow4 "$(bw "$s4")"; add r_slow4 "$(rat "$s4" "$h" 0.8125)"
+  s10=$(slowed 10); add slow10 "$(bw "$s10")"; add r_slow10 "$(rat "$s10" "$h" 0.775)"
+  k=$(killed "$r"); add killed "$(bw "$k")"; add r_killed "$(rat "$k" "$h" 0.75)"
+  echo "# time (us): healthy $h, 1/4 $s4, 1/10 $s10, killed $k" >&2
 done
 
 mn() { echo "${vals[$1]:-}" | tr ' ' '\n' | grep -v '^$' | sort -g | head -1; }

@@ -116,13 +116,17 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
   if (r->done < PS_RATE_MIN_DONE || r->ops < PS_RATE_MIN_OPS) return 0;
   double span = now > r->win_start ? (double)(now - r->win_start) : 0;
   double cur = r->busy_ns > 0 && r->bytes > 0 ? r->bytes / r->busy_ns : 0;
-  int busy = r->busy_ns >= 0.75 * span;
+  int busy = r->busy_ns >= 0.75 * span, waited = r->busy_ns < 0.5 * span;
   r->win_start = now;
   r->busy_ns = r->bytes = 0;
   r->done = r->ops = 0;
-  /* A window the server spent partly waiting for work: its rate while busy is a lower bound on
-   * what it can do, so it may raise the estimate, never lower it. */
-  if (cur <= 0 || (!busy && r->rate > 0 && cur <= r->rate)) return 0;
+  /* A window the server spent waiting for work has not shown how fast it is: only a server
+   * clearly underused (busy under half the window) may be raised by it, since one head's view
+   * of a loaded server's rate is its share of it, but of an idle server's a burst at the full
+   * rate of its link.  So a server that recovers earns its weight back, and one kept at about
+   * 3/4 busy by a little under its share is judged only by the windows it was busy. */
+  if (cur <= 0) return 0;
+  if (r->rate > 0 && !busy && (!waited || cur <= r->rate)) return 0;
   if (r->nkeep < PS_RATE_KEEP) r->nkeep++;
   memmove(r->keep + 1, r->keep, (PS_RATE_KEEP - 1) * sizeof r->keep[0]);
   r->keep[0] = cur;

@@ -236,8 +236,10 @@ TEST(PsRate, IdleServerNotJudgedSlow) {
   uint64_t tl = 0;
   Feed(&low, &tl, 16, 1000000, 4000000, 4000000);  // measured busy at 0.25
   EXPECT_NEAR(low.rate, 0.25, 1e-9);
-  Feed(&low, &tl, 16, 1000000, 1000000, 4000000);  // idle 3/4, 1 per ns while busy
-  EXPECT_GT(low.rate, 0.25);
+  Feed(&low, &tl, 16, 1000000, 2400000, 4000000);  // busy 60%: neither busy nor waiting
+  EXPECT_NEAR(low.rate, 0.25, 1e-9) << "a server about 3/4 busy is judged by its busy windows only";
+  Feed(&low, &tl, 16, 1000000, 1000000, 4000000);  // busy 1/4, 1 per ns while busy
+  EXPECT_GT(low.rate, 0.25) << "a clearly underused server earns its weight back";
   ps_rate r[3] = {fast, slow, idle};
   uint8_t w[PS_MAX_SERVERS];
   ps_weights(r, 3, 0, w);
