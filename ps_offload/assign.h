@@ -53,10 +53,9 @@ int ps_reroute(int s, uint32_t lost, int nservers);
  * time it had at least one partition outstanding (busy time), measured over windows that close
  * once the server has completed PS_RATE_MIN_DONE partitions and PS_RATE_MIN_OPS operations have
  * been issued.  A window counts only when the server was busy for at least 3/4 of it: one that
- * waited for work has not shown how fast it is; when it waited more than half the window it may
- * raise the estimate (so a server that recovers earns its weight back), never lower it (the
- * first window sets it, whatever it was).  The estimate moves a quarter of the way towards the
- * median of the last PS_RATE_KEEP windows that counted, so one odd window moves weights little. */
+ * waited for work has not shown how fast it is (except the first window, which sets the
+ * estimate whatever it was).  The estimate moves a quarter of the way towards the median of the
+ * last PS_RATE_KEEP windows that counted, so one odd window moves weights little. */
 #define PS_RATE_MIN_DONE 16
 #define PS_RATE_MIN_OPS 8
 #define PS_RATE_KEEP 3
