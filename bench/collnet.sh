@@ -36,7 +36,7 @@ for r in $(seq 1 "$rounds"); do
   slow=$(awk -v r="${RATE%mbit}" 'BEGIN {printf "%dmbit", r / 4}')
   $NB --prefix $P shape 4 0 "$slow" >/dev/null
   # the weights settle over the first iterations (rates over windows of 8 operations, applied
-  # 32 operations later; one iteration is 32 operations per head): warm up 4, then time 8
+  # 32 operations later; one iteration is 64 operations per head): warm up 4, then time 8
   read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet -w 4 --iters 8); add slow_adaptive "$b"
   read -r _ b < <(BRAID_PS_SERVERS=$DEDICATED BRAID_PS_WEIGHTING=equal run --algo collnet -w 1 --iters 2); add slow_equal "$b"
   $NB --prefix $P restore 4 0 >/dev/null

@@ -13,7 +13,7 @@
 # 3 + f NICs' worth where the heads give 4: at best busbw is (3 + f)/4 of healthy, reached when
 # each server's share is proportional to its rate.  Killed: 3 servers left, (3 + 0)/4.  The
 # ratios use each round's own healthy figure.  Each case warms up 3 iterations (the weights
-# settle: rates over windows of 8 operations, applied 32 operations later; one iteration is 32
+# settle: rates over windows of 8 operations, applied 32 operations later; one iteration is 64
 # operations per head) and times 6.
 # Usage: [RATE=200mbit] [CHANNELS=8] bench/ps_slow.sh [ROUNDS]   (default 5).  Prints each case's
 # ratio to its best, min and median over the rounds (goal: >= 0.95 every round), and writes

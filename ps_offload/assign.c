@@ -122,7 +122,7 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
   r->done = r->ops = 0;
   /* A window the server was not busy for 3/4 of has not shown its speed: one head's view of a
    * loaded server's rate is its share of it, but of an idle one's a burst (its piece alone on
-   * the link, or the last of the heads' to arrive): 2 to 40 times the real rate, measured on the
+   * the link, or the last of the heads' to arrive): up to 40 times the real rate, measured on the
    * netbed.  It counts only as the first measurement (at equal weights the fast servers wait
    * for the slow one). */
   if (cur <= 0 || (r->rate > 0 && !busy)) return 0;

@@ -36,7 +36,7 @@ int coll_ring(const struct cluster *cl, bool braid, struct coll_result *res);
 int coll_tree(const struct cluster *cl, bool braid, struct coll_result *res);
 
 /* CollNet-PS: reduce-scatter over NVLink, each rail's head pushes its part of the node's sum to
- * the servers in partitions assigned by braid-ps's own ps_assign() (weights from ps_rate and
+ * the servers in partitions laid out by braid-ps's own ps_layout() (weights from ps_rate and
  * ps_weights(), adapting from one operation to the next), the servers reduce, heads pull the
  * result, all-gather over NVLink; pipelined.  Identical nodes form one class (a flow of
  * multiplicity m); every node a fault touches is its own class. */
