@@ -109,8 +109,11 @@ static void report_cpu(const struct report *rp, const double *rank_cpu) {
          rp->cpu_sys_s / gb);
   for (int q = 0; q < rp->nranks; q++)
     printf("%s rank %d %.4f", q ? "," : "", q, rank_cpu[q] / gb);
+  /* The process's total and the proxy threads' own clocks are read separately, so with no other
+   * thread the difference can come out a hair below zero: that is none. */
+  double other = cpu - rp->cpu_proxy_s;
   printf("; %.3f GB; proxy threads %.4f, other threads %.4f)\n", gb, rp->cpu_proxy_s / gb,
-         (cpu - rp->cpu_proxy_s) / gb);
+         (other > 0 ? other : 0) / gb);
 }
 
 void report_close(struct report *rp, uint64_t checked, const double *rank_cpu) {
