@@ -413,9 +413,11 @@ static void log_weights(struct braid_collcomm *cc, uint64_t now) {
   memcpy(cc->logged_weights, cc->my_weights, sizeof cc->logged_weights);
   char line[PS_MAX_SERVERS * 48] = "";
   size_t o = 0;
-  for (int i = 0; i < cc->nservers && o < sizeof line; i++)
-    o += (size_t)snprintf(line + o, sizeof line - o, " %s=%d (%.0f MB/s)", cc->srv[i].name,
-                          cc->my_weights[i], cc->srv[i].rate.rate * 1e3);
+  for (int i = 0; i < cc->nservers && o < sizeof line; i++) {
+    double mbs = cc->srv[i].rate.rate * 1e3; /* one decimal below 100 MB/s: a shaped link reads 0.6 */
+    o += (size_t)snprintf(line + o, sizeof line - o, " %s=%d (%.*f MB/s)", cc->srv[i].name,
+                          cc->my_weights[i], mbs < 100 ? 1 : 0, mbs);
+  }
   BRAID_INFO(NCCL_NET, "CollNet weights from op %llu on:%s", (unsigned long long)(cc->seq + PS_WINDOW), line);
 }
 
