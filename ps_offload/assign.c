@@ -1,6 +1,7 @@
 /* braid-ps partition layout and server rate estimates (see assign.h). */
 #include "assign.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 size_t ps_grain(size_t esize) {
@@ -65,6 +66,19 @@ uint32_t ps_layout(const uint8_t *w, int n, uint64_t seq, size_t bytes, size_t e
     if (!share[i]) continue;
     count = cut_share(i, u, share[i], g, bytes, minu, maxu, out, count, cap);
     u += share[i];
+  }
+  return count;
+}
+
+int64_t ps_layout_buf(const uint8_t *w, int n, uint64_t seq, size_t bytes, size_t esize, size_t max_part,
+                      struct ps_piece **buf, uint32_t *cap) {
+  uint32_t count = ps_layout(w, n, seq, bytes, esize, max_part, *buf, *cap);
+  if (count > *cap) {
+    struct ps_piece *nb = realloc(*buf, count * sizeof *nb);
+    if (!nb) return -1;
+    *buf = nb;
+    *cap = count;
+    ps_layout(w, n, seq, bytes, esize, max_part, *buf, *cap);
   }
   return count;
 }

@@ -45,6 +45,11 @@ size_t ps_grain(size_t esize);
 uint32_t ps_layout(const uint8_t *weights, int nservers, uint64_t seq, size_t bytes, size_t esize,
                    size_t max_part, struct ps_piece *out, uint32_t cap);
 
+/* ps_layout into *buf, grown (realloc) to hold every piece; *cap is its size in pieces.  Returns
+ * the number of pieces, or -1 when it could not grow *buf (left as it was). */
+int64_t ps_layout_buf(const uint8_t *weights, int nservers, uint64_t seq, size_t bytes, size_t esize,
+                      size_t max_part, struct ps_piece **buf, uint32_t *cap);
+
 /* `s` itself when it is not in lost (a bit mask), else the next server after it, in list order,
  * that is not; -1 when every server is lost. */
 int ps_reroute(int s, uint32_t lost, int nservers);

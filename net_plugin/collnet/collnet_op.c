@@ -474,17 +474,12 @@ static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, voi
   /* Contiguous ranges per server in proportion to the weights, each cut into partitions of about
    * a quarter of the server's share (16 KiB to BRAID_PS_PARTITION_BYTES), on a 4 KiB grain that
    * is a multiple of the element size.  Every head computes the same layout. */
-  uint32_t nparts = ps_layout(w, cc->nservers, cc->seq, bytes, esize, cc->part_bytes, cc->layout, cc->layout_cap);
-  if (nparts > cc->layout_cap) {
-    struct ps_piece *nl = realloc(cc->layout, nparts * sizeof *nl);
-    if (!nl) {
-      BRAID_WARN("CollNet: out of memory for %u partitions", nparts);
-      return ncclSystemError;
-    }
-    cc->layout = nl;
-    cc->layout_cap = nparts;
-    ps_layout(w, cc->nservers, cc->seq, bytes, esize, cc->part_bytes, cc->layout, cc->layout_cap);
+  int64_t laid = ps_layout_buf(w, cc->nservers, cc->seq, bytes, esize, cc->part_bytes, &cc->layout, &cc->layout_cap);
+  if (laid < 0) {
+    BRAID_WARN("CollNet: out of memory for the partitions of a %zu-byte allreduce", bytes);
+    return ncclSystemError;
   }
+  uint32_t nparts = (uint32_t)laid;
   if (nparts > (uint32_t)op->parts_cap) {
     struct ps_part *np = realloc(op->parts, nparts * sizeof *np);
     if (!np) {

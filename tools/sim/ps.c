@@ -77,17 +77,12 @@ int coll_ps(const struct cluster *cl, bool braid, struct coll_result *res) {
   double t_net = 0, t_base = 0, bytes_to[PS_MAX_SERVERS]; /* t_base: when this op starts */
   int pieces_to[PS_MAX_SERVERS];
   for (int op = 0; op < c->ps_ops; op++) {
-    npieces = ps_layout(w, S, (uint64_t)op, head, 4, max_part, pc, pcap);
-    if (npieces > pcap) {
-      struct ps_piece *n = realloc(pc, npieces * sizeof *n);
-      if (!n) {
-        free(cls_node), free(cls_mult), free(cap), free(f), free(pc);
-        return -1;
-      }
-      pc = n;
-      pcap = npieces;
-      ps_layout(w, S, (uint64_t)op, head, 4, max_part, pc, pcap);
+    int64_t laid = ps_layout_buf(w, S, (uint64_t)op, head, 4, max_part, &pc, &pcap);
+    if (laid < 0) {
+      free(cls_node), free(cls_mult), free(cap), free(f), free(pc);
+      return -1;
     }
+    npieces = (uint32_t)laid;
     memset(bytes_to, 0, sizeof bytes_to);
     memset(pieces_to, 0, sizeof pieces_to);
     pb = 0;
