@@ -69,7 +69,6 @@ for r in $(seq 1 "$rounds"); do
   echo "# time (us): healthy $h, 1/4 $s4, 1/10 $s10, killed $k" >&2
 done
 
-mn() { echo "${vals[$1]:-}" | tr ' ' '\n' | grep -v '^$' | sort -g | head -1; }
 all_ge() { echo "${vals[$1]:-}" | tr ' ' '\n' | grep -v '^$' | awk -v t="$2" '$1 < t {bad = 1} END {print bad ? "no" : "yes"}'; }
 {
   echo "# braid-ps, one slow or lost server, on the netbed, $(date -u +%Y-%m-%dT%H:%MZ), 8 hosts x 1 NIC at $RATE (4 heads, 4 servers), allreduce 64 MiB fp32"
