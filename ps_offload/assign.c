@@ -123,6 +123,21 @@ static double median_kept(const struct ps_rate *r) {
   return c;
 }
 
+/* A window that did not count: the server waited for work.  One with a reduced weight is probed
+ * (assign.h): after `wait` such windows in a row its weight is doubled; once doubled, the next
+ * doubling comes after PS_PROBE_FIRST, as the last one did not load it either. */
+static int idle_window(struct ps_rate *r) {
+  if (!r->reduced && !r->boost) {
+    r->idle = 0;
+    return 0;
+  }
+  uint32_t wait = r->boost ? PS_PROBE_FIRST : r->wait ? r->wait : PS_PROBE_FIRST;
+  if (++r->idle < wait || r->boost >= PS_PROBE_MAX_BOOST) return 0;
+  r->idle = 0;
+  r->boost++;
+  return 1;
+}
+
 int ps_rate_window(struct ps_rate *r, uint64_t now) {
   if (!r->started) return 0; /* no work yet: nothing to measure */
   r->ops++;
@@ -139,7 +154,17 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
    * the link, or the last of the heads' to arrive): up to 40 times the real rate, measured on the
    * netbed.  It counts only as the first measurement (at equal weights the fast servers wait
    * for the slow one). */
-  if (cur <= 0 || (r->rate > 0 && !busy)) return 0;
+  if (cur <= 0) return 0;
+  if (r->rate > 0 && !busy) return idle_window(r);
+  r->idle = 0;
+  if (r->boost > 0) { /* a probe's answer: measured while carrying more than its estimate said */
+    uint32_t wait = r->wait ? r->wait : PS_PROBE_FIRST;
+    r->wait = cur >= 1.25 * r->rate ? PS_PROBE_FIRST : wait * 2 > PS_PROBE_MAX ? PS_PROBE_MAX : wait * 2;
+    r->boost = 0;
+    r->nkeep = 1;
+    r->keep[0] = r->rate = cur;
+    return 1;
+  }
   if (r->nkeep < PS_RATE_KEEP) r->nkeep++;
   memmove(r->keep + 1, r->keep, (PS_RATE_KEEP - 1) * sizeof r->keep[0]);
   r->keep[0] = cur;
@@ -148,20 +173,24 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
   return r->rate != old;
 }
 
-void ps_weights(const struct ps_rate *r, int n, uint32_t lost, uint8_t out[PS_MAX_SERVERS]) {
+void ps_weights(struct ps_rate *r, int n, uint32_t lost, uint8_t out[PS_MAX_SERVERS]) {
   double max = 0;
   memset(out, 0, PS_MAX_SERVERS);
   for (int i = 0; i < n; i++)
     if (!(lost & (1u << i)) && r[i].rate > max) max = r[i].rate;
   for (int i = 0; i < n; i++) {
+    r[i].reduced = 0;
     if (lost & (1u << i)) continue;
-    if (max <= 0 || r[i].rate <= 0) { out[i] = 255; continue; }
+    out[i] = 255;
     /* Servers within a fifth of the fastest count as equal: when the heads' own NICs are the
      * limit every server looks as fast as its share, and proportional weights would only drift. */
-    if (r[i].rate >= 0.8 * max) { out[i] = 255; continue; }
+    if (max <= 0 || r[i].rate <= 0 || r[i].rate >= 0.8 * max) continue;
     /* A slower one gets a little under its share: given exactly its share it would finish last
      * about half the time (noise), and every op waits for the last partition. */
-    double w = 255.0 * 0.8 * r[i].rate / max + 0.5;
-    out[i] = (uint8_t)(w < 1 ? 1 : w > 255 ? 255 : w);
+    double w = 255.0 * 0.8 * r[i].rate / max;
+    w = w < 1 ? 1 : w;
+    r[i].reduced = 1;
+    for (int b = 0; b < r[i].boost && w < 255; b++) w *= 2; /* a probe (assign.h) */
+    out[i] = (uint8_t)(w >= 255 ? 255 : w + 0.5);
   }
 }

@@ -60,10 +60,22 @@ int ps_reroute(int s, uint32_t lost, int nservers);
  * been issued.  A window counts only when the server was busy for at least 3/4 of it: one that
  * waited for work has not shown how fast it is (except the first window, which sets the
  * estimate whatever it was).  The estimate moves a quarter of the way towards the median of the
- * last PS_RATE_KEEP windows that counted, so one odd window moves weights little. */
+ * last PS_RATE_KEEP windows that counted, so one odd window moves weights little.
+ *
+ * A server given less than 255 that keeps waiting for work may have recovered, but its small
+ * share cannot show it (it is idle, so its windows do not count).  So it is probed: after
+ * PS_PROBE_FIRST windows in a row that did not count, its weight is doubled (boost); after
+ * PS_PROBE_FIRST more such windows doubled again, up to 255.  The first window that counts while
+ * boosted was measured under load, so its rate is taken as the estimate as it is.  A probe that
+ * found the server no faster (under 1.25 times the estimate) doubles the wait before the next
+ * one, up to PS_PROBE_MAX windows, so a server that stays slow costs a doubled share for about
+ * one window in every PS_PROBE_MAX at most. */
 #define PS_RATE_MIN_DONE 16
 #define PS_RATE_MIN_OPS 8
 #define PS_RATE_KEEP 3
+#define PS_PROBE_FIRST 8
+#define PS_PROBE_MAX 256
+#define PS_PROBE_MAX_BOOST 8 /* 1 << 8 > 255 */
 struct ps_rate {
   int outstanding;
   int started;           /* a window is open (since win_start) */
@@ -74,6 +86,10 @@ struct ps_rate {
   double keep[PS_RATE_KEEP]; /* the last windows' rates, bytes per ns */
   int nkeep;
   double rate;           /* the estimate, bytes per ns; 0 until measured */
+  int reduced;           /* ps_weights gave it under 255 before any boost */
+  int boost;             /* a probe: its weight is doubled this many times */
+  uint32_t idle;         /* windows in a row that did not count while reduced */
+  uint32_t wait;         /* such windows before the next doubling (0: PS_PROBE_FIRST) */
 };
 void ps_rate_start(struct ps_rate *r, uint64_t now_ns);
 void ps_rate_done(struct ps_rate *r, uint64_t now_ns, size_t bytes);
@@ -84,7 +100,8 @@ int ps_rate_window(struct ps_rate *r, uint64_t now_ns);
 /* Weights from rates: the fastest server 255, servers within a fifth of it 255 too, slower ones
  * 0.8 x their proportional weight (a little under their share, so that the slow server is not the
  * last to finish every operation), every server in use at least 1, lost ones 0, unmeasured ones
- * as the fastest. */
-void ps_weights(const struct ps_rate *r, int nservers, uint32_t lost, uint8_t out[PS_MAX_SERVERS]);
+ * as the fastest; then a probed server's weight doubled `boost` times, at most 255.  Records in
+ * each rate whether its weight was reduced (which makes its idle windows lead to a probe). */
+void ps_weights(struct ps_rate *r, int nservers, uint32_t lost, uint8_t out[PS_MAX_SERVERS]);
 
 #endif

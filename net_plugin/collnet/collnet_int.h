@@ -97,7 +97,6 @@ struct ps_srv {
   uint64_t tx_seq, rx_seq;
   struct ps_mac rmac;
   char text[PS_MAX_TEXT + 1];
-  struct ps_rate rate;
   uint64_t parts, bytes_out, bytes_in;
 };
 
@@ -116,6 +115,7 @@ struct braid_collcomm {
   uint64_t seq;
   struct ps_op ops[PS_WINDOW];
   struct ps_hist hist[PS_WINDOW]; /* the PS_WINDOW operations before those in ops[] */
+  struct ps_rate rate[PS_MAX_SERVERS]; /* each server's throughput as this head sees it */
   uint8_t my_weights[PS_MAX_SERVERS]; /* rank 0: its current estimate, attached to its pushes */
   struct ps_piece *layout;            /* the layout of the op being issued (ps_layout) */
   uint32_t layout_cap;

@@ -80,7 +80,7 @@ static void push_part(struct braid_collcomm *cc, struct ps_op *op, uint32_t p) {
     op_fail(op);
     return;
   }
-  ps_rate_start(&s->rate, braid_now_ns());
+  ps_rate_start(&cc->rate[pt->server], braid_now_ns());
   s->parts++;
 }
 
@@ -289,7 +289,7 @@ static void on_frame(struct braid_collcomm *cc, int si) {
     struct ps_op *op = NULL;
     struct ps_part *pt = find_part(cc, si, h, &op);
     if (!pt) return; /* checked at the header; cannot happen */
-    if (pt->state != PART_RESULT) ps_rate_done(&s->rate, braid_now_ns(), 0); /* no RESULT came */
+    if (pt->state != PART_RESULT) ps_rate_done(&cc->rate[si], braid_now_ns(), 0); /* no RESULT came */
     if (pt->state == PART_QUEUED) pt->release_pending = 1; /* our PUSH is still being written */
     else release_part(op, pt);
     return;
@@ -307,7 +307,7 @@ static void on_frame(struct braid_collcomm *cc, int si) {
   pt->state = PART_RESULT;
   pt->had_result = 1;
   s->bytes_in += h->len;
-  ps_rate_done(&s->rate, braid_now_ns(), h->len);
+  ps_rate_done(&cc->rate[si], braid_now_ns(), h->len);
   memcpy(op->next_weights, h->weights, PS_MAX_SERVERS);
   op->have_next = 1;
   if (cc->hold) queue_done(cc, si, h->seq, h->part);
@@ -414,9 +414,9 @@ static void log_weights(struct braid_collcomm *cc, uint64_t now) {
   char line[PS_MAX_SERVERS * 48] = "";
   size_t o = 0;
   for (int i = 0; i < cc->nservers && o < sizeof line; i++) {
-    double mbs = cc->srv[i].rate.rate * 1e3; /* one decimal below 100 MB/s: a shaped link reads 0.6 */
-    o += (size_t)snprintf(line + o, sizeof line - o, " %s=%d (%.*f MB/s)", cc->srv[i].name,
-                          cc->my_weights[i], mbs < 100 ? 1 : 0, mbs);
+    double mbs = cc->rate[i].rate * 1e3; /* one decimal below 100 MB/s: a shaped link reads 0.6 */
+    o += (size_t)snprintf(line + o, sizeof line - o, " %s=%d (%.*f MB/s%s)", cc->srv[i].name,
+                          cc->my_weights[i], mbs < 100 ? 1 : 0, mbs, cc->rate[i].boost ? ", probing" : "");
   }
   BRAID_INFO(NCCL_NET, "CollNet weights from op %llu on:%s", (unsigned long long)(cc->seq + PS_WINDOW), line);
 }
@@ -460,12 +460,8 @@ static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, voi
     memcpy(w, op->have_next ? op->next_weights : op->weights, sizeof w);
   }
   if (cc->rank == 0) { /* every op counts towards each server's measurement window (assign.h) */
-    struct ps_rate r[PS_MAX_SERVERS];
-    for (int i = 0; i < cc->nservers; i++) {
-      ps_rate_window(&cc->srv[i].rate, now);
-      r[i] = cc->srv[i].rate;
-    }
-    ps_weights(r, cc->nservers, cc->lost, cc->my_weights);
+    for (int i = 0; i < cc->nservers; i++) ps_rate_window(&cc->rate[i], now);
+    ps_weights(cc->rate, cc->nservers, cc->lost, cc->my_weights);
     if (cc->equal_weights)
       for (int i = 0; i < cc->nservers; i++) cc->my_weights[i] = cc->my_weights[i] ? 255 : 0;
     log_weights(cc, now);

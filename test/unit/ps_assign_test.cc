@@ -293,3 +293,162 @@ TEST(PsRate, WeightsRule) {
   EXPECT_EQ(w[0], 255);
   EXPECT_EQ(w[1], 255);
 }
+
+namespace {
+
+// n windows of a server that works at `rate` bytes per ns for `busy` of each op's time (the rest
+// it waits for work): one op per completion, 16 ops per window.
+void Windows(ps_rate *r, uint64_t *t, int n, double rate, double busy) {
+  const uint64_t every = 1000000;
+  const uint64_t took = (uint64_t)(every * busy);
+  Feed(r, t, n * PS_RATE_MIN_DONE, (size_t)(rate * took), took, every);
+}
+
+uint8_t WeightOf(ps_rate *fast, ps_rate *slow) {
+  ps_rate r[2] = {*fast, *slow};
+  uint8_t w[PS_MAX_SERVERS];
+  ps_weights(r, 2, 0, w);
+  fast->reduced = r[0].reduced;
+  slow->reduced = r[1].reduced;
+  return w[1];
+}
+
+}  // namespace
+
+// A server that was slow and recovered is idle under its small share, so its windows never
+// count: after PS_PROBE_FIRST idle windows its weight is doubled, and again, until a window that
+// counts measures it under load; that rate is taken as it is, and the weight is 255 again.
+TEST(PsProbe, ARecoveredServerEarnsItsWeightBack) {
+  ps_rate fast{}, slow{};
+  uint64_t tf = 0, ts = 0;
+  Windows(&fast, &tf, 4, 1.0, 1.0);
+  Windows(&slow, &ts, 4, 0.25, 1.0);
+  ASSERT_EQ(WeightOf(&fast, &slow), 51) << "255 x 0.8 x 1/4";
+  EXPECT_EQ(slow.reduced, 1);
+  EXPECT_EQ(fast.reduced, 0);
+  // Recovered: full speed, a fifth of the time busy (its share is small).
+  Windows(&slow, &ts, PS_PROBE_FIRST - 1, 1.0, 0.2);
+  EXPECT_EQ(slow.boost, 0);
+  EXPECT_EQ(WeightOf(&fast, &slow), 51) << "7 idle windows: no probe yet";
+  Windows(&slow, &ts, 1, 1.0, 0.2);
+  EXPECT_EQ(slow.boost, 1);
+  EXPECT_EQ(WeightOf(&fast, &slow), 102) << "the 8th: doubled";
+  EXPECT_NEAR(slow.rate, 0.25, 1e-9) << "a probe changes the weight, not the estimate";
+  Windows(&slow, &ts, PS_PROBE_FIRST, 1.0, 0.4);
+  EXPECT_EQ(WeightOf(&fast, &slow), 204) << "still idle at twice the share: doubled again";
+  Windows(&slow, &ts, 1, 1.0, 0.9);  // now loaded: it counts
+  EXPECT_EQ(slow.boost, 0);
+  EXPECT_NEAR(slow.rate, 1.0, 1e-9) << "the loaded window's rate, as it is";
+  EXPECT_EQ(WeightOf(&fast, &slow), 255);
+  EXPECT_EQ(slow.reduced, 0);
+  // At 255 a server is never probed, however idle.
+  Windows(&slow, &ts, 4 * PS_PROBE_FIRST, 1.0, 0.2);
+  EXPECT_EQ(slow.boost, 0);
+  EXPECT_EQ(WeightOf(&fast, &slow), 255);
+}
+
+// A server that is still slow answers a probe with its slow rate: back to its weight, and the
+// wait before the next probe doubles each time, up to PS_PROBE_MAX windows.
+TEST(PsProbe, AStillSlowServerIsProbedLessAndLessOften) {
+  ps_rate fast{}, slow{};
+  uint64_t tf = 0, ts = 0;
+  Windows(&fast, &tf, 4, 1.0, 1.0);
+  Windows(&slow, &ts, 4, 0.25, 1.0);
+  ASSERT_EQ(WeightOf(&fast, &slow), 51);
+  uint32_t wait = PS_PROBE_FIRST;
+  for (int probe = 0; probe < 8; probe++) {
+    // Half idle at its weight (the heads' other work): idle windows, then a probe.
+    Windows(&slow, &ts, (int)wait - 1, 0.25, 0.5);
+    ASSERT_EQ(slow.boost, 0) << "probe " << probe << ": not before " << wait << " idle windows";
+    Windows(&slow, &ts, 1, 0.25, 0.5);
+    ASSERT_EQ(slow.boost, 1) << "probe " << probe;
+    EXPECT_EQ(WeightOf(&fast, &slow), 102);
+    Windows(&slow, &ts, 1, 0.25, 1.0);  // the doubled share loads it: still a quarter
+    EXPECT_EQ(slow.boost, 0);
+    EXPECT_NEAR(slow.rate, 0.25, 1e-9);
+    EXPECT_EQ(WeightOf(&fast, &slow), 51);
+    wait = wait * 2 > PS_PROBE_MAX ? PS_PROBE_MAX : wait * 2;
+    EXPECT_EQ(slow.wait, wait);
+  }
+  EXPECT_EQ(wait, (uint32_t)PS_PROBE_MAX);
+}
+
+namespace {
+
+// A closed loop of rank 0 and 4 servers: each op's layout from the weights decided PS_DELAY ops
+// before, every server's pieces outstanding from the op's start and completing evenly until its
+// share is done at its rate; the op ends when the last server is done, then the heads spend
+// `gap` of a healthy op on other work (every server waits).  Returns each op's time.
+constexpr int kServers = 4, kDelay = 4;
+std::vector<double> Loop(int ops, double gap, const std::vector<double> &rate0_at_op) {
+  const size_t bytes = 4u << 20;
+  const double healthy = bytes / (double)kServers;  // ns at 1 byte per ns
+  ps_rate r[kServers]{};
+  std::vector<std::vector<uint8_t>> decided;
+  ps_piece *pc = nullptr;
+  uint32_t cap = 0;
+  double t = 0;
+  std::vector<double> took;
+  for (int op = 0; op < ops; op++) {
+    uint8_t w[PS_MAX_SERVERS] = {};
+    if (op < kDelay) memset(w, 255, kServers);
+    else memcpy(w, decided[op - kDelay].data(), kServers);
+    int64_t n = ps_layout_buf(w, kServers, (uint64_t)op, bytes, 4, 256u << 10, &pc, &cap);
+    EXPECT_GT(n, 0);
+    double share[kServers] = {}, pieces[kServers] = {}, end = 0;
+    for (int64_t p = 0; p < n; p++) share[pc[p].server] += (double)pc[p].len, pieces[pc[p].server]++;
+    for (int s = 0; s < kServers; s++) {
+      double rate = s == 0 ? rate0_at_op[op] : 1.0, done = share[s] / rate;
+      for (int j = 0; j < pieces[s]; j++) ps_rate_start(&r[s], (uint64_t)t);
+      for (int j = 0; j < pieces[s]; j++)
+        ps_rate_done(&r[s], (uint64_t)(t + done * (j + 1) / pieces[s]), (size_t)(share[s] / pieces[s]));
+      end = std::max(end, done);
+    }
+    took.push_back(end);
+    t += end + gap * healthy;
+    for (int s = 0; s < kServers; s++) ps_rate_window(&r[s], (uint64_t)t);
+    uint8_t mine[PS_MAX_SERVERS];
+    ps_weights(r, kServers, 0, mine);
+    decided.emplace_back(mine, mine + kServers);
+  }
+  free(pc);
+  return took;
+}
+
+}  // namespace
+
+// The whole loop: a server at a quarter of the others' rate costs about its share; once it
+// recovers, the operations are back within 5% of healthy (before probing, its share stayed a
+// fifth of the others' for good).  Busy at its weight (gap 0) it is never probed while slow, so
+// it is probed PS_PROBE_FIRST windows after it recovered; half idle (gap 0.5) its probes failed
+// while it was slow, so the first one after it recovered waits longer (here 64 windows).
+TEST(PsProbe, ClosedLoopRecovers) {
+  const double healthy = (4u << 20) / (double)kServers;
+  for (double gap : {0.0, 0.5}) {
+    std::vector<double> rate(1600, 1.0);
+    for (int op = 0; op < 600; op++) rate[op] = 0.25;
+    std::vector<double> took = Loop(1600, gap, rate);
+    double slow = *std::min_element(took.begin() + 400, took.begin() + 600);
+    EXPECT_LT(slow, 1.2 * healthy * 4 / 3.25) << "gap " << gap << ": slow, about its share";
+    int back = -1;
+    for (int op = 600; op < 1600 && back < 0; op++)
+      if (took[op] <= 1.05 * healthy) back = op - 600;
+    ASSERT_GE(back, 0) << "gap " << gap << ": never back within 5% of healthy";
+    EXPECT_LE(back, gap == 0 ? 300 : 800) << "gap " << gap;
+    for (int op = 600 + back + 40; op < 1600; op++)
+      ASSERT_LE(took[op], 1.05 * healthy) << "gap " << gap << ", op " << op << ": it stays back";
+    printf("gap %.1f: slow %.3f x healthy; back within 5%% %d ops after it recovered\n", gap, slow / healthy, back);
+  }
+}
+
+// A server that stays at a tenth, half idle at its weight (so it is probed): over the long run
+// the probes cost under 2% against its steady operation time.
+TEST(PsProbe, ClosedLoopProbesOfAStillSlowServerCostLittle) {
+  std::vector<double> rate(6000, 0.1);
+  std::vector<double> took = Loop(6000, 0.5, rate);
+  double best = *std::min_element(took.begin() + 1000, took.end()), sum = 0;
+  for (int op = 2000; op < 6000; op++) sum += took[op];
+  double mean = sum / 4000;
+  EXPECT_LE(mean, 1.02 * best);
+  printf("a tenth, probed: mean op %.4f x its best over ops 2000-6000\n", mean / best);
+}
