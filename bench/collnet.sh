@@ -20,6 +20,7 @@ out=bench/results/collnet-$(date +%Y%m%d-%H%M%S).txt
 
 servers 7000 4 5 6 7
 DEDICATED=$BRAID_PS_SERVERS
+victim=${spids[1]} # host 5's server, killed in the last step
 servers 7001 0 1 2 3
 COLOC=$BRAID_PS_SERVERS
 
@@ -47,7 +48,7 @@ kill_ok=skipped
 if [ "${ONLY:-}" != basic ]; then
 echo "# server kill" >&2
 export BRAID_PS_SERVERS=$DEDICATED
-( sleep 6; $NB --prefix $P exec 5 pkill -9 -f "braid-ps --listen $(addr 5):7000" || true ) &
+( sleep 6; kill -9 "$victim" 2>/dev/null || true ) &
 killer=$!
 kill_ok=no
 if run --algo collnet -b 16M -e 16M -w 1 --iters 40 --check-all >/dev/null && grep -q "lost" "$tmp/r0" "$tmp/r1" "$tmp/r2" "$tmp/r3"; then kill_ok=yes; fi

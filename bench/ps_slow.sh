@@ -34,6 +34,11 @@ W=(-w 3 --iters 6)
 
 servers 7000 4 5 6 7
 DEDICATED=$BRAID_PS_SERVERS
+# Rank 0 logs each change of weights (INFO, NET: "CollNet weights from op N on: ADDR=W (R MB/s
+# [, probing]) ..."); weights CASE appends the last run's lines to $wlog, kept beside the table.
+export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET
+wlog=${out%.txt}-weights.txt
+weights() { { echo "# round $r, $1"; grep -o "CollNet weights.*" "$tmp/r0" || true; } >>"$wlog"; }
 frac() { awk -v r="${RATE%mbit}" -v d="$1" 'BEGIN {printf "%dmbit", r / d}'; }
 # slowed DIV: server 0's NIC at RATE/DIV for one run; prints its time (us)
 slowed() {
@@ -41,6 +46,7 @@ slowed() {
   local t
   read -r t _ < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet "${W[@]}")
   $NB --prefix $P restore 4 0 >/dev/null
+  weights "1/$1"
   echo "$t"
 }
 # killed ROUND: a server of its own on host 4 (port 7100 + ROUND), SIGKILLed 4 s into the
@@ -57,19 +63,19 @@ killed() {
   read -r t _ < <(BRAID_PS_SERVERS=$list run --algo collnet "${W[@]}")
   wait "$killer"
   grep -q "lost" "$tmp/r0" "$tmp/r1" "$tmp/r2" "$tmp/r3" || { echo "ps_slow: no head logged the lost server" >&2; return 1; }
+  weights killed
   echo "$t"
 }
 # recovered: server 0's NIC at RATE/4 from the start, restored RECOVER_AT (default 15) s into a
-# long warm-up; prints the time (us) of the iterations after it, and keeps rank 0's weights log
-# (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET: "CollNet weights ...", "probing") in $tmp/recovered-weights
+# long warm-up; prints the time (us) of the iterations after it
 RECOVER_AT=${RECOVER_AT:-15}
 recovered() {
   $NB --prefix $P shape 4 0 "$(frac 4)" >/dev/null
   ( sleep "$RECOVER_AT"; $NB --prefix $P restore 4 0 >/dev/null ) &
   local fixer=$! t
-  read -r t _ < <(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET BRAID_PS_SERVERS=$DEDICATED run --algo collnet -w 14 --iters 4)
+  read -r t _ < <(BRAID_PS_SERVERS=$DEDICATED run --algo collnet -w 14 --iters 4)
   wait "$fixer"
-  grep "CollNet weights" "$tmp/r0" >"$tmp/recovered-weights" || true
+  weights recovered
   echo "$t"
 }
 # rat TIME HEALTHY_TIME SHARE: the case's busbw over healthy's x SHARE; bw TIME: busbw in GB/s
@@ -89,7 +95,6 @@ for r in $(seq 1 "$rounds"); do
   if want killed; then k=$(killed "$r"); add killed "$(bw "$k")"; add r_killed "$(rat "$k" "$h" 0.75)"; fi
   if want recovered; then v=$(recovered); add recovered "$(bw "$v")"; add r_recovered "$(rat "$v" "$h" 1)"; fi
   echo "# time (us): healthy $h, 1/4 $s4, 1/10 $s10, killed $k, recovered $v" >&2
-  if want recovered; then sed 's/^/#   /' "$tmp/recovered-weights" >&2; fi
 done
 
 all_ge() { echo "${vals[$1]:-}" | tr ' ' '\n' | grep -v '^$' | awk -v t="$2" '$1 < t {bad = 1} END {print bad ? "no" : "yes"}'; }
@@ -104,3 +109,4 @@ all_ge() { echo "${vals[$1]:-}" | tr ' ' '\n' | grep -v '^$' | awk -v t="$2" '$1
   want recovered && printf '%-34s %9s %9s %9s   [%s] %s\n' "server 0 at 1/4, restored (best 1)" "$(m recovered)" "$(mn r_recovered)" "$(m r_recovered)" "${vals[r_recovered]:-}" "$(all_ge r_recovered 0.95)"
   :
 } | tee "$out"
+echo "# rank 0's weights, every case and round: $wlog"

@@ -123,11 +123,12 @@ static double median_kept(const struct ps_rate *r) {
   return c;
 }
 
-/* A window that did not count: the server waited for work.  One with a reduced weight is probed
- * (assign.h): after `wait` such windows in a row its weight is doubled; once doubled, the next
- * doubling comes after PS_PROBE_FIRST, as the last one did not load it either. */
-static int idle_window(struct ps_rate *r) {
-  if (!r->reduced && !r->boost) {
+/* A window that did not count: the server waited for work.  One with a reduced weight that was
+ * busy under half the window could carry twice its share, so it is probed (assign.h): after `wait`
+ * such windows in a row its weight is doubled; once doubled, the next doubling comes after
+ * PS_PROBE_FIRST, as the last one did not load it either. */
+static int idle_window(struct ps_rate *r, double busy_frac) {
+  if ((!r->reduced && !r->boost) || busy_frac >= 0.5) {
     r->idle = 0;
     return 0;
   }
@@ -145,6 +146,7 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
   if (r->done < PS_RATE_MIN_DONE || r->ops < PS_RATE_MIN_OPS) return 0;
   double span = now > r->win_start ? (double)(now - r->win_start) : 0;
   double cur = r->busy_ns > 0 && r->bytes > 0 ? r->bytes / r->busy_ns : 0;
+  double frac = span > 0 ? r->busy_ns / span : 0;
   int busy = r->busy_ns >= 0.75 * span;
   r->win_start = now;
   r->busy_ns = r->bytes = 0;
@@ -155,9 +157,12 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
    * netbed.  It counts only as the first measurement (at equal weights the fast servers wait
    * for the slow one). */
   if (cur <= 0) return 0;
-  if (r->rate > 0 && !busy) return idle_window(r);
+  /* A probed server busy at least half the window answers the probe: at twice its share it
+   * would have been the last to finish. */
+  int answer = r->boost > 0 && (busy || frac >= 0.5);
+  if (r->rate > 0 && !busy && !answer) return idle_window(r, frac);
   r->idle = 0;
-  if (r->boost > 0) { /* a probe's answer: measured while carrying more than its estimate said */
+  if (answer) { /* measured while carrying more than its estimate said */
     uint32_t wait = r->wait ? r->wait : PS_PROBE_FIRST;
     r->wait = cur >= 1.25 * r->rate ? PS_PROBE_FIRST : wait * 2 > PS_PROBE_MAX ? PS_PROBE_MAX : wait * 2;
     r->boost = 0;
