@@ -66,9 +66,9 @@ int ps_reroute(int s, uint32_t lost, int nservers);
  * share cannot show it (it is idle, so its windows do not count).  So it is probed: after
  * PS_PROBE_FIRST windows in a row in which it was busy under half the time (it could carry twice
  * its share), its weight is doubled (boost); after PS_PROBE_FIRST more such windows doubled
- * again, up to 255.  The first window in which the boosted server is busy at least half the
- * time answers the probe: it was measured under load, so its rate is taken as the estimate as it
- * is (a window busy 3/4 counts whatever the boost).  A probe that
+ * again, up to 255.  The first window that counts (busy 3/4) while it is boosted answers the
+ * probe: it was measured under load, so its rate is taken as the estimate as it is.  A server
+ * busy between half and 3/4 of the time keeps its boost.  A probe that
  * found the server no faster (under 1.25 times the estimate) doubles the wait before the next
  * one, up to PS_PROBE_MAX windows, so a server that stays slow costs a doubled share for about
  * one window in every PS_PROBE_MAX at most. */
