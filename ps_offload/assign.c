@@ -165,8 +165,17 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
    * others' 5.5, a server at a tenth 0.2 against 0.5). */
   if (r->boost > 0) { /* measured while carrying more than its estimate said */
     uint32_t wait = r->wait ? r->wait : PS_PROBE_FIRST;
+    int faster = cur >= 2 * r->rate;
     r->wait = cur >= 1.25 * r->rate ? PS_PROBE_FIRST : wait * 2 > PS_PROBE_MAX ? PS_PROBE_MAX : wait * 2;
     r->boost = 0;
+    r->nkeep = 1;
+    r->keep[0] = r->rate = cur;
+    /* Twice as fast as thought: given a full share, where it is measured as the others are. */
+    r->promote = faster;
+    return 1;
+  }
+  if (r->verify) { /* the first window at the full share it was promoted to, taken as it is */
+    r->verify = 0;
     r->nkeep = 1;
     r->keep[0] = r->rate = cur;
     return 1;
@@ -184,6 +193,13 @@ void ps_weights(struct ps_rate *r, int n, uint32_t lost, uint8_t out[PS_MAX_SERV
   memset(out, 0, PS_MAX_SERVERS);
   for (int i = 0; i < n; i++)
     if (!(lost & (1u << i)) && r[i].rate > max) max = r[i].rate;
+  for (int i = 0; i < n; i++)
+    if (r[i].promote && !(lost & (1u << i))) { /* a probe found it twice as fast (assign.h) */
+      r[i].promote = 0;
+      r[i].verify = 1;
+      r[i].nkeep = 1;
+      r[i].keep[0] = r[i].rate = max;
+    }
   for (int i = 0; i < n; i++) {
     r[i].reduced = 0;
     if (lost & (1u << i)) continue;
