@@ -123,6 +123,12 @@ static double median_kept(const struct ps_rate *r) {
   return c;
 }
 
+/* The wait before the next probe after one that found the server no faster: doubled. */
+static uint32_t next_wait(const struct ps_rate *r) {
+  uint32_t wait = r->wait ? r->wait : PS_PROBE_FIRST;
+  return wait * 2 > PS_PROBE_MAX ? PS_PROBE_MAX : wait * 2;
+}
+
 /* A window that did not count: the server waited for work.  One with a reduced weight that was
  * busy under half the window could carry twice its share, so it is probed (assign.h): after `wait`
  * such windows in a row its weight is doubled; once doubled, the next doubling comes after
@@ -164,17 +170,15 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
    * pieces, and its rate reads low (on the netbed a restored server read 1.9 MB/s against the
    * others' 5.5, a server at a tenth 0.2 against 0.5). */
   if (r->boost > 0) { /* measured while carrying more than its estimate said */
-    uint32_t wait = r->wait ? r->wait : PS_PROBE_FIRST;
-    int faster = cur >= 2 * r->rate;
-    r->wait = cur >= 1.25 * r->rate ? PS_PROBE_FIRST : wait * 2 > PS_PROBE_MAX ? PS_PROBE_MAX : wait * 2;
+    r->wait = cur >= 1.25 * r->rate ? PS_PROBE_FIRST : next_wait(r);
     r->boost = 0;
     r->nkeep = 1;
     r->keep[0] = r->rate = cur;
-    /* Twice as fast as thought: given a full share, where it is measured as the others are. */
-    r->promote = faster;
+    r->promote = 1; /* ps_weights promotes it if it read at least half the fastest's rate */
     return 1;
   }
   if (r->verify) { /* the first window at the full share it was promoted to, taken as it is */
+    if (cur < 0.8 * r->rate) r->wait = next_wait(r);
     r->verify = 0;
     r->nkeep = 1;
     r->keep[0] = r->rate = cur;
@@ -193,13 +197,16 @@ void ps_weights(struct ps_rate *r, int n, uint32_t lost, uint8_t out[PS_MAX_SERV
   memset(out, 0, PS_MAX_SERVERS);
   for (int i = 0; i < n; i++)
     if (!(lost & (1u << i)) && r[i].rate > max) max = r[i].rate;
-  for (int i = 0; i < n; i++)
-    if (r[i].promote && !(lost & (1u << i))) { /* a probe found it twice as fast (assign.h) */
-      r[i].promote = 0;
+  for (int i = 0; i < n; i++) {
+    /* A probe's answer of half the fastest's rate or more, read at a reduced share (assign.h):
+     * a full share, where it is measured as the others are. */
+    if (r[i].promote && !(lost & (1u << i)) && r[i].rate >= 0.5 * max && r[i].rate < max) {
       r[i].verify = 1;
       r[i].nkeep = 1;
       r[i].keep[0] = r[i].rate = max;
     }
+    r[i].promote = 0;
+  }
   for (int i = 0; i < n; i++) {
     r[i].reduced = 0;
     if (lost & (1u << i)) continue;

@@ -68,12 +68,13 @@ int ps_reroute(int s, uint32_t lost, int nservers);
  * its share), its weight is doubled (boost); after PS_PROBE_FIRST more such windows doubled
  * again, up to 255.  The first window that counts (busy 3/4) while it is boosted answers the
  * probe: it was measured under load, so its rate is taken as the estimate as it is.  A server
- * busy between half and 3/4 of the time keeps its boost.  An answer twice the estimate or more
- * promotes the server to the fastest's rate (a full share): a server with a smaller share reads
- * slower than it is (its partitions' waits for the heads weigh more in its busy time; on the
- * netbed a restored server read 3-4 MB/s at a half share against the others' 5.5), so only at
- * a full share is it measured as the others are; that next window's rate is taken as it is,
- * which drops it again at once if the promotion was wrong.  A probe that
+ * busy between half and 3/4 of the time keeps its boost.  An answer of half the fastest's rate
+ * or more promotes the server to the fastest's rate (a full share): a server with a smaller share
+ * reads slower than it is (its partitions' waits for the heads weigh more in its busy time; on
+ * the netbed a restored server read 2.3-3.8 MB/s at a third to a half of a share against the
+ * others' 5.5), so only at a full share is it measured as the others are; that next window's
+ * rate is taken as it is, which drops it again at once if it was slower (and then counts as a
+ * probe that found it no faster).  A probe that
  * found the server no faster (under 1.25 times the estimate) doubles the wait before the next
  * one, up to PS_PROBE_MAX windows, so a server that stays slow costs a doubled share for about
  * one window in every PS_PROBE_MAX at most. */
@@ -97,7 +98,7 @@ struct ps_rate {
   int boost;             /* a probe: its weight is doubled this many times */
   uint32_t idle;         /* windows in a row that did not count while reduced */
   uint32_t wait;         /* such windows before the next doubling (0: PS_PROBE_FIRST) */
-  int promote;           /* a probe found it twice as fast: ps_weights gives it the fastest's rate */
+  int promote;           /* a probe answered: ps_weights may promote it to the fastest's rate */
   int verify;            /* promoted: its next window that counts is taken as it is */
 };
 void ps_rate_start(struct ps_rate *r, uint64_t now_ns);

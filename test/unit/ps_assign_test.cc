@@ -387,10 +387,10 @@ TEST(PsProbe, AStillSlowServerIsProbedLessAndLessOften) {
   EXPECT_EQ(wait, (uint32_t)PS_PROBE_MAX);
 }
 
-// A probe answered at twice the estimate or more promotes the server to the fastest's rate (a
-// full share, where it is measured as the others are); its next window that counts is taken as
-// it is, so a server only partly recovered drops to its real weight at once.
-TEST(PsProbe, TwiceAsFastIsPromotedThenVerified) {
+// A probe answered at half the fastest's rate or more promotes the server to the fastest's rate
+// (a full share, where it is measured as the others are); its next window that counts is taken
+// as it is, so a server only partly recovered drops to its real weight at once.
+TEST(PsProbe, HalfTheFastestIsPromotedThenVerified) {
   ps_rate fast{}, slow{};
   uint64_t tf = 0, ts = 0;
   Windows(&fast, &tf, 4, 1.0, 1.0);
@@ -398,8 +398,7 @@ TEST(PsProbe, TwiceAsFastIsPromotedThenVerified) {
   ASSERT_EQ(WeightOf(&fast, &slow), 51);
   Windows(&slow, &ts, PS_PROBE_FIRST, 0.6, 0.3);
   ASSERT_EQ(WeightOf(&fast, &slow), 102);
-  Windows(&slow, &ts, 1, 0.6, 0.9);  // answers at 0.6: 2.4 times the estimate
-  EXPECT_EQ(slow.promote, 1);
+  Windows(&slow, &ts, 1, 0.6, 0.9);  // answers at 0.6 of the fastest
   EXPECT_EQ(WeightOf(&fast, &slow), 255) << "promoted to a full share";
   EXPECT_NEAR(slow.rate, 1.0, 1e-9) << "the fastest's rate";
   EXPECT_EQ(slow.verify, 1);
@@ -407,7 +406,8 @@ TEST(PsProbe, TwiceAsFastIsPromotedThenVerified) {
   EXPECT_EQ(slow.verify, 0);
   EXPECT_NEAR(slow.rate, 0.5, 1e-9) << "the verifying window, as it is";
   EXPECT_EQ(WeightOf(&fast, &slow), 102) << "255 x 0.8 x 1/2";
-  // An answer under twice the estimate is taken as it is, without a promotion.
+  EXPECT_EQ(slow.wait, (uint32_t)PS_PROBE_FIRST * 2) << "slower than promoted: a probe that found it no faster";
+  // An answer under half the fastest's rate is taken as it is, without a promotion.
   ps_rate f2{}, s2{};
   uint64_t t2 = 0, u2 = 0;
   Windows(&f2, &t2, 4, 1.0, 1.0);
@@ -415,9 +415,10 @@ TEST(PsProbe, TwiceAsFastIsPromotedThenVerified) {
   ASSERT_EQ(WeightOf(&f2, &s2), 51);
   Windows(&s2, &u2, PS_PROBE_FIRST, 0.4, 0.3);
   Windows(&s2, &u2, 1, 0.4, 0.9);
-  EXPECT_EQ(s2.promote, 0);
   EXPECT_NEAR(s2.rate, 0.4, 1e-9);
   EXPECT_EQ(WeightOf(&f2, &s2), 82) << "255 x 0.8 x 0.4";
+  EXPECT_EQ(s2.verify, 0);
+  EXPECT_EQ(s2.promote, 0);
   EXPECT_EQ(s2.wait, (uint32_t)PS_PROBE_FIRST) << "1.6 times the estimate: found faster";
 }
 
