@@ -142,12 +142,14 @@ static int idle_window(struct ps_rate *r, double busy_frac) {
   if (++r->idle < wait || r->boost >= PS_PROBE_MAX_BOOST) return 0;
   r->idle = 0;
   r->boost++;
+  r->settle = PS_PROBE_SETTLE_OPS;
   return 1;
 }
 
 int ps_rate_window(struct ps_rate *r, uint64_t now) {
   if (!r->started) return 0; /* no work yet: nothing to measure */
   r->ops++;
+  if (r->settle > 0) r->settle--;
   busy_update(r, now);
   if (r->done < PS_RATE_MIN_DONE || r->ops < PS_RATE_MIN_OPS) return 0;
   double span = now > r->win_start ? (double)(now - r->win_start) : 0;
@@ -169,7 +171,8 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
    * in one busy half the time a server's partitions spend much of it waiting for the heads'
    * pieces, and its rate reads low (on the netbed a restored server read 1.9 MB/s against the
    * others' 5.5, a server at a tenth 0.2 against 0.5). */
-  if (r->boost > 0) { /* measured while carrying more than its estimate said */
+  if (r->verify && r->settle > 0) return 0; /* measured before its full share took effect */
+  if (r->boost > 0 && r->settle == 0) { /* measured while carrying more than its estimate said */
     r->wait = cur >= 1.25 * r->rate ? PS_PROBE_FIRST : next_wait(r);
     r->boost = 0;
     r->nkeep = 1;
@@ -202,6 +205,7 @@ void ps_weights(struct ps_rate *r, int n, uint32_t lost, uint8_t out[PS_MAX_SERV
      * a full share, where it is measured as the others are. */
     if (r[i].promote && !(lost & (1u << i)) && r[i].rate >= 0.5 * max && r[i].rate < max) {
       r[i].verify = 1;
+      r[i].settle = PS_PROBE_SETTLE_OPS;
       r[i].nkeep = 1;
       r[i].keep[0] = r[i].rate = max;
     }

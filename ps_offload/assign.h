@@ -84,6 +84,10 @@ int ps_reroute(int s, uint32_t lost, int nservers);
 #define PS_PROBE_FIRST 8
 #define PS_PROBE_MAX 256
 #define PS_PROBE_MAX_BOOST 8 /* 1 << 8 > 255 */
+/* Operations after a server's weight is changed by a probe or a promotion before a window can
+ * answer for it: weights take effect 32 operations after rank 0 decides them (collnet_int.h's
+ * PS_WINDOW), and a window is at least PS_RATE_MIN_OPS. */
+#define PS_PROBE_SETTLE_OPS (32 + PS_RATE_MIN_OPS)
 struct ps_rate {
   int outstanding;
   int started;           /* a window is open (since win_start) */
@@ -100,6 +104,7 @@ struct ps_rate {
   uint32_t wait;         /* such windows before the next doubling (0: PS_PROBE_FIRST) */
   int promote;           /* a probe answered: ps_weights may promote it to the fastest's rate */
   int verify;            /* promoted: its next window that counts is taken as it is */
+  uint32_t settle;       /* operations until a window can answer a probe or verify a promotion */
 };
 void ps_rate_start(struct ps_rate *r, uint64_t now_ns);
 void ps_rate_done(struct ps_rate *r, uint64_t now_ns, size_t bytes);

@@ -459,6 +459,7 @@ static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, voi
   } else {
     memcpy(w, op->have_next ? op->next_weights : op->weights, sizeof w);
   }
+  _Static_assert(PS_PROBE_SETTLE_OPS >= PS_WINDOW + PS_RATE_MIN_OPS, "a probe's answer must see its weight");
   if (cc->rank == 0) { /* every op counts towards each server's measurement window (assign.h) */
     for (int i = 0; i < cc->nservers; i++) ps_rate_window(&cc->rate[i], now);
     ps_weights(cc->rate, cc->nservers, cc->lost, cc->my_weights);

@@ -304,6 +304,10 @@ void Windows(ps_rate *r, uint64_t *t, int n, double rate, double busy) {
   Feed(r, t, n * PS_RATE_MIN_DONE, (size_t)(rate * took), took, every);
 }
 
+// Windows (of 16 operations here) until one closes PS_PROBE_SETTLE_OPS after a probe or a
+// promotion: the ones before are measured before the new weight took effect.
+constexpr int kSettle = (PS_PROBE_SETTLE_OPS + PS_RATE_MIN_DONE - 1) / PS_RATE_MIN_DONE;
+
 uint8_t WeightOf(ps_rate *fast, ps_rate *slow) {
   ps_rate r[2] = {*fast, *slow};
   uint8_t w[PS_MAX_SERVERS];
@@ -340,7 +344,7 @@ TEST(PsProbe, ARecoveredServerEarnsItsWeightBack) {
   EXPECT_NEAR(slow.rate, 0.25, 1e-9);
   Windows(&slow, &ts, PS_PROBE_FIRST, 1.0, 0.4);
   EXPECT_EQ(WeightOf(&fast, &slow), 204) << "still idle at twice the share: doubled again";
-  Windows(&slow, &ts, 1, 1.0, 0.9);  // now loaded: it counts
+  Windows(&slow, &ts, kSettle, 1.0, 0.9);  // now loaded: it counts
   EXPECT_EQ(slow.boost, 0);
   EXPECT_NEAR(slow.rate, 1.0, 1e-9) << "the loaded window's rate, as it is";
   EXPECT_EQ(WeightOf(&fast, &slow), 255);
@@ -377,7 +381,7 @@ TEST(PsProbe, AStillSlowServerIsProbedLessAndLessOften) {
     Windows(&slow, &ts, 1, 0.25, 0.4);
     ASSERT_EQ(slow.boost, 1) << "probe " << probe;
     EXPECT_EQ(WeightOf(&fast, &slow), 102);
-    Windows(&slow, &ts, 1, 0.25, 1.0);  // the doubled share loads it: still a quarter
+    Windows(&slow, &ts, kSettle, 0.25, 1.0);  // the doubled share loads it: still a quarter
     EXPECT_EQ(slow.boost, 0);
     EXPECT_NEAR(slow.rate, 0.25, 1e-9);
     EXPECT_EQ(WeightOf(&fast, &slow), 51);
@@ -398,10 +402,13 @@ TEST(PsProbe, HalfTheFastestIsPromotedThenVerified) {
   ASSERT_EQ(WeightOf(&fast, &slow), 51);
   Windows(&slow, &ts, PS_PROBE_FIRST, 0.6, 0.3);
   ASSERT_EQ(WeightOf(&fast, &slow), 102);
-  Windows(&slow, &ts, 1, 0.6, 0.9);  // answers at 0.6 of the fastest
+  Windows(&slow, &ts, kSettle, 0.6, 0.9);  // answers at 0.6 of the fastest
   EXPECT_EQ(WeightOf(&fast, &slow), 255) << "promoted to a full share";
   EXPECT_NEAR(slow.rate, 1.0, 1e-9) << "the fastest's rate";
   EXPECT_EQ(slow.verify, 1);
+  Windows(&slow, &ts, kSettle - 1, 0.3, 1.0);  // before the full share took effect: ignored
+  EXPECT_EQ(slow.verify, 1);
+  EXPECT_NEAR(slow.rate, 1.0, 1e-9);
   Windows(&slow, &ts, 1, 0.5, 1.0);  // at the full share it shows its real rate
   EXPECT_EQ(slow.verify, 0);
   EXPECT_NEAR(slow.rate, 0.5, 1e-9) << "the verifying window, as it is";
@@ -414,7 +421,7 @@ TEST(PsProbe, HalfTheFastestIsPromotedThenVerified) {
   Windows(&s2, &u2, 4, 0.25, 1.0);
   ASSERT_EQ(WeightOf(&f2, &s2), 51);
   Windows(&s2, &u2, PS_PROBE_FIRST, 0.4, 0.3);
-  Windows(&s2, &u2, 1, 0.4, 0.9);
+  Windows(&s2, &u2, kSettle, 0.4, 0.9);
   EXPECT_NEAR(s2.rate, 0.4, 1e-9);
   EXPECT_EQ(WeightOf(&f2, &s2), 82) << "255 x 0.8 x 0.4";
   EXPECT_EQ(s2.verify, 0);
