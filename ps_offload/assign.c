@@ -174,10 +174,11 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
   if (r->verify && r->settle > 0) return 0; /* measured before its full share took effect */
   if (r->boost > 0 && r->settle == 0) { /* measured while carrying more than its estimate said */
     r->wait = cur >= 1.25 * r->rate ? PS_PROBE_FIRST : next_wait(r);
+    /* Twice its estimate: promoted; at least half the fastest's rate: ps_weights promotes it. */
+    r->promote = cur >= 2 * r->rate ? 2 : 1;
     r->boost = 0;
     r->nkeep = 1;
     r->keep[0] = r->rate = cur;
-    r->promote = 1; /* ps_weights promotes it if it read at least half the fastest's rate */
     return 1;
   }
   if (r->verify) { /* the first window at the full share it was promoted to, taken as it is */
@@ -201,9 +202,9 @@ void ps_weights(struct ps_rate *r, int n, uint32_t lost, uint8_t out[PS_MAX_SERV
   for (int i = 0; i < n; i++)
     if (!(lost & (1u << i)) && r[i].rate > max) max = r[i].rate;
   for (int i = 0; i < n; i++) {
-    /* A probe's answer of half the fastest's rate or more, read at a reduced share (assign.h):
-     * a full share, where it is measured as the others are. */
-    if (r[i].promote && !(lost & (1u << i)) && r[i].rate >= 0.5 * max && r[i].rate < max) {
+    /* A probe's answer of twice the estimate or half the fastest's rate or more, read at a
+     * reduced share (assign.h): a full share, where it is measured as the others are. */
+    if (r[i].promote && !(lost & (1u << i)) && (r[i].promote == 2 || r[i].rate >= 0.5 * max) && r[i].rate < max) {
       r[i].verify = 1;
       r[i].settle = PS_PROBE_SETTLE_OPS;
       r[i].nkeep = 1;

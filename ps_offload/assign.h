@@ -68,8 +68,9 @@ int ps_reroute(int s, uint32_t lost, int nservers);
  * its share), its weight is doubled (boost); after PS_PROBE_FIRST more such windows doubled
  * again, up to 255.  The first window that counts (busy 3/4) while it is boosted answers the
  * probe: it was measured under load, so its rate is taken as the estimate as it is.  A server
- * busy between half and 3/4 of the time keeps its boost.  An answer of half the fastest's rate
- * or more promotes the server to the fastest's rate (a full share): a server with a smaller share
+ * busy between half and 3/4 of the time keeps its boost.  An answer of twice the estimate, or of
+ * half the fastest's rate, or more promotes the server to the fastest's rate (a full share): a
+ * server with a smaller share
  * reads slower than it is (its partitions' waits for the heads weigh more in its busy time; on
  * the netbed a restored server read 2.3-3.8 MB/s at a third to a half of a share against the
  * others' 5.5), so only at a full share is it measured as the others are; that next window's
@@ -102,7 +103,7 @@ struct ps_rate {
   int boost;             /* a probe: its weight is doubled this many times */
   uint32_t idle;         /* windows in a row that did not count while reduced */
   uint32_t wait;         /* such windows before the next doubling (0: PS_PROBE_FIRST) */
-  int promote;           /* a probe answered: ps_weights may promote it to the fastest's rate */
+  int promote;           /* a probe answered: 2 promote it to the fastest's rate, 1 if at half of it */
   int verify;            /* promoted: its next window that counts is taken as it is */
   uint32_t settle;       /* operations until a window can answer a probe or verify a promotion */
 };

@@ -427,6 +427,18 @@ TEST(PsProbe, HalfTheFastestIsPromotedThenVerified) {
   EXPECT_EQ(s2.verify, 0);
   EXPECT_EQ(s2.promote, 0);
   EXPECT_EQ(s2.wait, (uint32_t)PS_PROBE_FIRST) << "1.6 times the estimate: found faster";
+  // Twice the estimate promotes it too, though under half the fastest's rate (a noisy fastest).
+  ps_rate f3{}, s3{};
+  uint64_t t3 = 0, u3 = 0;
+  Windows(&f3, &t3, 4, 1.0, 1.0);
+  Windows(&s3, &u3, 4, 0.1, 1.0);
+  ASSERT_EQ(WeightOf(&f3, &s3), 20);
+  Windows(&s3, &u3, PS_PROBE_FIRST, 0.3, 0.3);
+  ASSERT_EQ(WeightOf(&f3, &s3), 41);
+  Windows(&s3, &u3, kSettle - 1, 0.3, 0.6);  // neither counts nor leads to a probe
+  Windows(&s3, &u3, 1, 0.3, 0.9);            // the answer: 3 times the estimate
+  EXPECT_EQ(WeightOf(&f3, &s3), 255);
+  EXPECT_EQ(s3.verify, 1);
 }
 
 namespace {
