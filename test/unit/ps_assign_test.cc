@@ -317,6 +317,13 @@ uint8_t WeightOf(ps_rate *fast, ps_rate *slow) {
   return w[1];
 }
 
+// A fast server and a slow one, each measured over 4 busy windows; the slow one's weight.
+uint8_t Settle(ps_rate *fast, uint64_t *tf, ps_rate *slow, uint64_t *ts, double slow_rate) {
+  Windows(fast, tf, 4, 1.0, 1.0);
+  Windows(slow, ts, 4, slow_rate, 1.0);
+  return WeightOf(fast, slow);
+}
+
 }  // namespace
 
 // A server that was slow and recovered is idle under its small share, so its windows never
@@ -325,9 +332,7 @@ uint8_t WeightOf(ps_rate *fast, ps_rate *slow) {
 TEST(PsProbe, ARecoveredServerEarnsItsWeightBack) {
   ps_rate fast{}, slow{};
   uint64_t tf = 0, ts = 0;
-  Windows(&fast, &tf, 4, 1.0, 1.0);
-  Windows(&slow, &ts, 4, 0.25, 1.0);
-  ASSERT_EQ(WeightOf(&fast, &slow), 51) << "255 x 0.8 x 1/4";
+  ASSERT_EQ(Settle(&fast, &tf, &slow, &ts, 0.25), 51) << "255 x 0.8 x 1/4";
   EXPECT_EQ(slow.reduced, 1);
   EXPECT_EQ(fast.reduced, 0);
   // Recovered: full speed, a fifth of the time busy (its share is small).
@@ -361,9 +366,7 @@ TEST(PsProbe, ARecoveredServerEarnsItsWeightBack) {
 TEST(PsProbe, AStillSlowServerIsProbedLessAndLessOften) {
   ps_rate fast{}, slow{};
   uint64_t tf = 0, ts = 0;
-  Windows(&fast, &tf, 4, 1.0, 1.0);
-  Windows(&slow, &ts, 4, 0.25, 1.0);
-  ASSERT_EQ(WeightOf(&fast, &slow), 51);
+  ASSERT_EQ(Settle(&fast, &tf, &slow, &ts, 0.25), 51);
   // Busy just over half the time at its weight: it could not carry twice its share, never probed.
   Windows(&slow, &ts, 4 * PS_PROBE_FIRST, 0.25, 0.55);
   EXPECT_EQ(slow.boost, 0);
@@ -397,9 +400,7 @@ TEST(PsProbe, AStillSlowServerIsProbedLessAndLessOften) {
 TEST(PsProbe, HalfTheFastestIsPromotedThenVerified) {
   ps_rate fast{}, slow{};
   uint64_t tf = 0, ts = 0;
-  Windows(&fast, &tf, 4, 1.0, 1.0);
-  Windows(&slow, &ts, 4, 0.25, 1.0);
-  ASSERT_EQ(WeightOf(&fast, &slow), 51);
+  ASSERT_EQ(Settle(&fast, &tf, &slow, &ts, 0.25), 51);
   Windows(&slow, &ts, PS_PROBE_FIRST, 0.6, 0.3);
   ASSERT_EQ(WeightOf(&fast, &slow), 102);
   Windows(&slow, &ts, kSettle, 0.6, 0.9);  // answers at 0.6 of the fastest
@@ -417,9 +418,7 @@ TEST(PsProbe, HalfTheFastestIsPromotedThenVerified) {
   // An answer under half the fastest's rate is taken as it is, without a promotion.
   ps_rate f2{}, s2{};
   uint64_t t2 = 0, u2 = 0;
-  Windows(&f2, &t2, 4, 1.0, 1.0);
-  Windows(&s2, &u2, 4, 0.25, 1.0);
-  ASSERT_EQ(WeightOf(&f2, &s2), 51);
+  ASSERT_EQ(Settle(&f2, &t2, &s2, &u2, 0.25), 51);
   Windows(&s2, &u2, PS_PROBE_FIRST, 0.4, 0.3);
   Windows(&s2, &u2, kSettle, 0.4, 0.9);
   EXPECT_NEAR(s2.rate, 0.4, 1e-9);
@@ -430,9 +429,7 @@ TEST(PsProbe, HalfTheFastestIsPromotedThenVerified) {
   // Twice the estimate promotes it too, though under half the fastest's rate (a noisy fastest).
   ps_rate f3{}, s3{};
   uint64_t t3 = 0, u3 = 0;
-  Windows(&f3, &t3, 4, 1.0, 1.0);
-  Windows(&s3, &u3, 4, 0.1, 1.0);
-  ASSERT_EQ(WeightOf(&f3, &s3), 20);
+  ASSERT_EQ(Settle(&f3, &t3, &s3, &u3, 0.1), 20);
   Windows(&s3, &u3, PS_PROBE_FIRST, 0.3, 0.3);
   ASSERT_EQ(WeightOf(&f3, &s3), 41);
   Windows(&s3, &u3, kSettle - 1, 0.3, 0.6);  // neither counts nor leads to a probe
