@@ -167,10 +167,11 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
   if (cur <= 0) return 0;
   if (r->rate > 0 && !busy) return idle_window(r, frac);
   r->idle = 0;
-  /* A probed server's first window that counts answers the probe.  Only a window busy 3/4 does:
-   * in one busy half the time a server's partitions spend much of it waiting for the heads'
-   * pieces, and its rate reads low (on the netbed a restored server read 1.9 MB/s against the
-   * others' 5.5, a server at a tenth 0.2 against 0.5). */
+  /* A probed server's first window that counts, PS_PROBE_SETTLE_OPS after its weight changed,
+   * answers the probe (one before was measured at the old weight and counts as usual).  Only a
+   * window busy 3/4 does: in one busy half the time a server's partitions spend much of it
+   * waiting for the heads' pieces, and its rate reads low (on the netbed a restored server read
+   * 1.9 MB/s against the others' 5.5, a server at a tenth 0.2 against 0.5). */
   if (r->verify && r->settle > 0) return 0; /* measured before its full share took effect */
   if (r->boost > 0 && r->settle == 0) { /* measured while carrying more than its estimate said */
     r->wait = cur >= 1.25 * r->rate ? PS_PROBE_FIRST : next_wait(r);
