@@ -123,10 +123,19 @@ static double median_kept(const struct ps_rate *r) {
   return c;
 }
 
+/* Idle windows in a row before the next probe (wait 0 is PS_PROBE_FIRST). */
+static uint32_t probe_wait(const struct ps_rate *r) { return r->wait ? r->wait : PS_PROBE_FIRST; }
+
 /* The wait before the next probe after one that found the server no faster: doubled. */
 static uint32_t next_wait(const struct ps_rate *r) {
-  uint32_t wait = r->wait ? r->wait : PS_PROBE_FIRST;
+  uint32_t wait = probe_wait(r);
   return wait * 2 > PS_PROBE_MAX ? PS_PROBE_MAX : wait * 2;
+}
+
+/* The estimate set to one window's rate as it is (a probe's answer, a promotion, its check). */
+static void set_estimate(struct ps_rate *r, double rate) {
+  r->nkeep = 1;
+  r->keep[0] = r->rate = rate;
 }
 
 /* A window that did not count: the server waited for work.  One with a reduced weight that was
@@ -138,7 +147,7 @@ static int idle_window(struct ps_rate *r, double busy_frac) {
     r->idle = 0;
     return 0;
   }
-  uint32_t wait = r->boost ? PS_PROBE_FIRST : r->wait ? r->wait : PS_PROBE_FIRST;
+  uint32_t wait = r->boost ? PS_PROBE_FIRST : probe_wait(r);
   if (++r->idle < wait || r->boost >= PS_PROBE_MAX_BOOST) return 0;
   r->idle = 0;
   r->boost++;
@@ -178,15 +187,13 @@ int ps_rate_window(struct ps_rate *r, uint64_t now) {
     /* Twice its estimate: promoted; at least half the fastest's rate: ps_weights promotes it. */
     r->promote = cur >= 2 * r->rate ? 2 : 1;
     r->boost = 0;
-    r->nkeep = 1;
-    r->keep[0] = r->rate = cur;
+    set_estimate(r, cur);
     return 1;
   }
   if (r->verify) { /* the first window at the full share it was promoted to, taken as it is */
     if (cur < 0.8 * r->rate) r->wait = next_wait(r);
     r->verify = 0;
-    r->nkeep = 1;
-    r->keep[0] = r->rate = cur;
+    set_estimate(r, cur);
     return 1;
   }
   if (r->nkeep < PS_RATE_KEEP) r->nkeep++;
@@ -208,8 +215,7 @@ void ps_weights(struct ps_rate *r, int n, uint32_t lost, uint8_t out[PS_MAX_SERV
     if (r[i].promote && !(lost & (1u << i)) && (r[i].promote == 2 || r[i].rate >= 0.5 * max) && r[i].rate < max) {
       r[i].verify = 1;
       r[i].settle = PS_PROBE_SETTLE_OPS;
-      r[i].nkeep = 1;
-      r[i].keep[0] = r[i].rate = max;
+      set_estimate(&r[i], max);
     }
     r[i].promote = 0;
   }

@@ -70,15 +70,14 @@ int ps_reroute(int s, uint32_t lost, int nservers);
  * probe: it was measured under load, so its rate is taken as the estimate as it is.  A server
  * busy between half and 3/4 of the time keeps its boost.  An answer of twice the estimate, or of
  * half the fastest's rate, or more promotes the server to the fastest's rate (a full share): a
- * server with a smaller share
- * reads slower than it is (its partitions' waits for the heads weigh more in its busy time; on
- * the netbed a restored server read 2.3-3.8 MB/s at a third to a half of a share against the
- * others' 5.5), so only at a full share is it measured as the others are; that next window's
- * rate is taken as it is, which drops it again at once if it was slower (and then counts as a
- * probe that found it no faster).  A probe that
- * found the server no faster (under 1.25 times the estimate) doubles the wait before the next
- * one, up to PS_PROBE_MAX windows, so a server that stays slow costs a doubled share for about
- * one window in every PS_PROBE_MAX at most. */
+ * server with a smaller share reads slower than it is (its partitions' waits for the heads weigh
+ * more in its busy time; on the netbed a restored server read 2.3-3.8 MB/s at a third to a half
+ * of a share against the others' 5.5), so only at a full share is it measured as the others are;
+ * that next window's rate is taken as it is, which drops it again at once if it was slower (and
+ * then counts as a probe that found it no faster).  A probe that found the server no faster
+ * (under 1.25 times the estimate) doubles the wait before the next one, up to PS_PROBE_MAX
+ * windows, so a server that stays slow costs a doubled share for about one window in every
+ * PS_PROBE_MAX at most. */
 #define PS_RATE_MIN_DONE 16
 #define PS_RATE_MIN_OPS 8
 #define PS_RATE_KEEP 3

@@ -26,6 +26,9 @@
 
 #define OP_MAGIC 0x4F535042u /* "BPSO" */
 
+/* assign.h's probes wait this long for the weights they change to be in effect. */
+_Static_assert(PS_PROBE_SETTLE_OPS >= PS_WINDOW + PS_RATE_MIN_OPS, "a probe's answer must see its weight");
+
 static struct ps_op *slot(struct braid_collcomm *cc, uint64_t seq) { return &cc->ops[seq % PS_WINDOW]; }
 
 /* ---------- output queue ---------- */
@@ -459,7 +462,6 @@ static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, voi
   } else {
     memcpy(w, op->have_next ? op->next_weights : op->weights, sizeof w);
   }
-  _Static_assert(PS_PROBE_SETTLE_OPS >= PS_WINDOW + PS_RATE_MIN_OPS, "a probe's answer must see its weight");
   if (cc->rank == 0) { /* every op counts towards each server's measurement window (assign.h) */
     for (int i = 0; i < cc->nservers; i++) ps_rate_window(&cc->rate[i], now);
     ps_weights(cc->rate, cc->nservers, cc->lost, cc->my_weights);
