@@ -43,16 +43,16 @@
     (d)->maxCollBytes = (p).max_coll_bytes;                               \
   } while (0)
 
-/* props_vN: braid's one representation, converted to version N's struct (also used by the
- * CollNet tables in collnet_abi.c: CollNet devices are the net devices). */
-#define PROPS_FN(V, FIELDS)                                                \
-  ncclResult_t props_v##V(int dev, ncclNetProperties_v##V##_t *d) {        \
-    struct braid_props p;                                                  \
-    ncclResult_t rc = braid_net_get_properties(dev, &p);                   \
-    if (rc) return rc;                                                     \
-    memset(d, 0, sizeof *d);                                               \
-    FIELDS;                                                                \
-    return ncclSuccess;                                                    \
+/* props_vN: braid's one representation, from get (the net's or CollNet's properties), converted
+ * to version N's struct (abi_shared.h). */
+#define PROPS_FN(V, FIELDS)                                                              \
+  ncclResult_t props_v##V(braid_props_fn get, int dev, ncclNetProperties_v##V##_t *d) { \
+    struct braid_props p;                                                                \
+    ncclResult_t rc = get(dev, &p);                                                      \
+    if (rc) return rc;                                                                   \
+    memset(d, 0, sizeof *d);                                                             \
+    FIELDS;                                                                              \
+    return ncclSuccess;                                                                  \
   }
 
 PROPS_FN(7, PROPS_V7_FIELDS(d, p))
@@ -62,6 +62,14 @@ PROPS_FN(10, PROPS_V9_FIELDS(d, p))
 PROPS_FN(11, PROPS_V9_FIELDS(d, p); d->maxMultiRequestSize = p.max_multi_request_size)
 PROPS_FN(12, PROPS_V9_FIELDS(d, p); d->maxMultiRequestSize = p.max_multi_request_size;
          d->railId = p.rail_id; d->planeId = p.plane_id)
+
+/* The net's: its own devices (CollNet's are collnet_abi.c's). */
+static ncclResult_t nprops_v7(int dev, ncclNetProperties_v7_t *d) { return props_v7(braid_net_get_properties, dev, d); }
+static ncclResult_t nprops_v8(int dev, ncclNetProperties_v8_t *d) { return props_v8(braid_net_get_properties, dev, d); }
+static ncclResult_t nprops_v9(int dev, ncclNetProperties_v9_t *d) { return props_v9(braid_net_get_properties, dev, d); }
+static ncclResult_t nprops_v10(int dev, ncclNetProperties_v10_t *d) { return props_v10(braid_net_get_properties, dev, d); }
+static ncclResult_t nprops_v11(int dev, ncclNetProperties_v11_t *d) { return props_v11(braid_net_get_properties, dev, d); }
+static ncclResult_t nprops_v12(int dev, ncclNetProperties_v12_t *d) { return props_v12(braid_net_get_properties, dev, d); }
 
 /* ---------- lifetime ---------- */
 
@@ -171,18 +179,24 @@ static ncclResult_t irecv_v10(void *rc, int n, void **data, size_t *sizes, int *
   return braid_net_irecv(rc, n, data, sizes, tags, mh, req);
 }
 
-ncclResult_t vdev_v9(int *d, ncclNetVDeviceProps_v9_t *p) {
-  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
+/* vdev_vN: version N's makeVDevice arguments handed to fuse (the net's or CollNet's). */
+ncclResult_t vdev_v9(braid_fuse_fn fuse, int *d, ncclNetVDeviceProps_v9_t *p) {
+  return p ? fuse(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
 }
-ncclResult_t vdev_v10(int *d, ncclNetVDeviceProps_v10_t *p) {
-  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
+ncclResult_t vdev_v10(braid_fuse_fn fuse, int *d, ncclNetVDeviceProps_v10_t *p) {
+  return p ? fuse(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
 }
-ncclResult_t vdev_v11(int *d, ncclNetVDeviceProps_v11_t *p) {
-  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
+ncclResult_t vdev_v11(braid_fuse_fn fuse, int *d, ncclNetVDeviceProps_v11_t *p) {
+  return p ? fuse(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V11) : ncclInvalidArgument;
 }
-ncclResult_t vdev_v12(int *d, ncclNetVDeviceProps_v12_t *p) {
-  return p ? braid_net_make_vdevice(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V12) : ncclInvalidArgument;
+ncclResult_t vdev_v12(braid_fuse_fn fuse, int *d, ncclNetVDeviceProps_v12_t *p) {
+  return p ? fuse(d, p->ndevs, p->devs, NCCL_NET_MAX_DEVS_PER_NIC_V12) : ncclInvalidArgument;
 }
+
+static ncclResult_t nvdev_v9(int *d, ncclNetVDeviceProps_v9_t *p) { return vdev_v9(braid_net_make_vdevice, d, p); }
+static ncclResult_t nvdev_v10(int *d, ncclNetVDeviceProps_v10_t *p) { return vdev_v10(braid_net_make_vdevice, d, p); }
+static ncclResult_t nvdev_v11(int *d, ncclNetVDeviceProps_v11_t *p) { return vdev_v11(braid_net_make_vdevice, d, p); }
+static ncclResult_t nvdev_v12(int *d, ncclNetVDeviceProps_v12_t *p) { return vdev_v12(braid_net_make_vdevice, d, p); }
 
 /* ---------- the tables ---------- */
 
@@ -194,38 +208,38 @@ ncclResult_t vdev_v12(int *d, ncclNetVDeviceProps_v12_t *p) {
 
 EXPORT ncclNet_v7_t ncclNetPlugin_v7 = {
     .name = PLUGIN_NAME, .init = init_v7, .devices = braid_net_devices,
-    .getProperties = props_v7, .listen = listen_old, .connect = connect_old,
+    .getProperties = nprops_v7, .listen = listen_old, .connect = connect_old,
     .accept = accept_any, .regMr = reg_mr_int, .isend = isend_int, .irecv = irecv_int,
     COMMON_TAIL};
 
 EXPORT ncclNet_v8_t ncclNetPlugin_v8 = {
     .name = PLUGIN_NAME, .init = init_v8, .devices = braid_net_devices,
-    .getProperties = props_v8, .listen = listen_old, .connect = connect_old,
+    .getProperties = nprops_v8, .listen = listen_old, .connect = connect_old,
     .accept = accept_any, .regMr = braid_net_reg_mr, .isend = isend_int, .irecv = irecv_int,
     COMMON_TAIL};
 
 EXPORT ncclNet_v9_t ncclNetPlugin_v9 = {
     .name = PLUGIN_NAME, .init = init_v9, .devices = braid_net_devices,
-    .getProperties = props_v9, .listen = listen_old, .connect = connect_old,
+    .getProperties = nprops_v9, .listen = listen_old, .connect = connect_old,
     .accept = accept_any, .regMr = braid_net_reg_mr, .isend = isend_v9, .irecv = irecv_v9,
-    .makeVDevice = vdev_v9, COMMON_TAIL};
+    .makeVDevice = nvdev_v9, COMMON_TAIL};
 
 EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
     .name = PLUGIN_NAME, .init = init_v10, .devices = braid_net_devices,
-    .getProperties = props_v10, .listen = listen_old, .connect = connect_v10,
+    .getProperties = nprops_v10, .listen = listen_old, .connect = connect_v10,
     .accept = accept_any, .regMr = braid_net_reg_mr, .isend = isend_v10, .irecv = irecv_v10,
-    .makeVDevice = vdev_v10, COMMON_TAIL};
+    .makeVDevice = nvdev_v10, COMMON_TAIL};
 
 EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
     .name = PLUGIN_NAME, .init = init_v11, .devices = braid_net_devices,
-    .getProperties = props_v11, .listen = braid_net_listen, .connect = connect_ctx,
+    .getProperties = nprops_v11, .listen = braid_net_listen, .connect = connect_ctx,
     .accept = accept_any, .regMr = braid_net_reg_mr, .isend = isend_v10, .irecv = irecv_v10,
-    .makeVDevice = vdev_v11, .finalize = braid_net_finalize, .setNetAttr = set_attr_v11,
+    .makeVDevice = nvdev_v11, .finalize = braid_net_finalize, .setNetAttr = set_attr_v11,
     COMMON_TAIL};
 
 EXPORT ncclNet_v12_t ncclNetPlugin_v12 = {
     .name = PLUGIN_NAME, .init = init_v12, .devices = braid_net_devices,
-    .getProperties = props_v12, .listen = braid_net_listen, .connect = connect_ctx,
+    .getProperties = nprops_v12, .listen = braid_net_listen, .connect = connect_ctx,
     .accept = accept_any, .regMr = braid_net_reg_mr, .isend = isend_v10, .irecv = irecv_v10,
-    .makeVDevice = vdev_v12, .finalize = braid_net_finalize, .setNetAttr = set_attr_v12,
+    .makeVDevice = nvdev_v12, .finalize = braid_net_finalize, .setNetAttr = set_attr_v12,
     COMMON_TAIL};

@@ -76,37 +76,49 @@ static ncclResult_t ciallreduce(void *cc, void *s, void *r, size_t count, ncclDa
   return braid_coll_iallreduce(cc, s, r, count, (int)dt, (int)op, smh, rmh, req);
 }
 
+/* CollNet's own devices and properties (a plugin of its own to NCCL: topo/devtable.h). */
+static ncclResult_t cprops_v7(int dev, ncclNetProperties_v7_t *d) { return props_v7(braid_coll_get_properties, dev, d); }
+static ncclResult_t cprops_v8(int dev, ncclNetProperties_v8_t *d) { return props_v8(braid_coll_get_properties, dev, d); }
+static ncclResult_t cprops_v9(int dev, ncclNetProperties_v9_t *d) { return props_v9(braid_coll_get_properties, dev, d); }
+static ncclResult_t cprops_v10(int dev, ncclNetProperties_v10_t *d) { return props_v10(braid_coll_get_properties, dev, d); }
+static ncclResult_t cprops_v11(int dev, ncclNetProperties_v11_t *d) { return props_v11(braid_coll_get_properties, dev, d); }
+static ncclResult_t cprops_v12(int dev, ncclNetProperties_v12_t *d) { return props_v12(braid_coll_get_properties, dev, d); }
+static ncclResult_t cvdev_v9(int *d, ncclNetVDeviceProps_v9_t *p) { return vdev_v9(braid_coll_make_vdevice, d, p); }
+static ncclResult_t cvdev_v10(int *d, ncclNetVDeviceProps_v10_t *p) { return vdev_v10(braid_coll_make_vdevice, d, p); }
+static ncclResult_t cvdev_v11(int *d, ncclNetVDeviceProps_v11_t *p) { return vdev_v11(braid_coll_make_vdevice, d, p); }
+static ncclResult_t cvdev_v12(int *d, ncclNetVDeviceProps_v12_t *p) { return vdev_v12(braid_coll_make_vdevice, d, p); }
+
 #define CTAIL                                                                                 \
   .devices = braid_coll_devices, .connect = braid_coll_connect,                               \
-  .reduceSupport = creduce_support, .regMrDmaBuf = NULL, .deregMr = braid_coll_dereg_mr,      \
+  .reduceSupport = creduce_support, .regMrDmaBuf = braid_coll_reg_mr_dmabuf, .deregMr = braid_coll_dereg_mr,      \
   .iflush = braid_coll_iflush, .test = braid_coll_test, .closeColl = braid_coll_close,        \
   .closeListen = braid_coll_close_listen
 
 EXPORT ncclCollNet_v7_t ncclCollNetPlugin_v7 = {
-    .name = "braid", .init = cinit_v7, .getProperties = props_v7, .listen = clisten_old,
+    .name = "braid", .init = cinit_v7, .getProperties = cprops_v7, .listen = clisten_old,
     .regMr = creg_mr_int, .iallreduce = ciallreduce_int, CTAIL};
 
 EXPORT ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
-    .name = "braid", .init = cinit_v8, .getProperties = props_v8, .listen = clisten_old,
+    .name = "braid", .init = cinit_v8, .getProperties = cprops_v8, .listen = clisten_old,
     .regMr = braid_coll_reg_mr, .iallreduce = ciallreduce_int, .iallgather = NULL,
     .ireducescatter = NULL, CTAIL};
 
 EXPORT ncclCollNet_v9_t ncclCollNetPlugin_v9 = {
-    .name = "braid", .init = cinit_v9, .getProperties = props_v9, .listen = clisten_old,
+    .name = "braid", .init = cinit_v9, .getProperties = cprops_v9, .listen = clisten_old,
     .regMr = braid_coll_reg_mr, .iallreduce = ciallreduce, .iallgather = NULL,
-    .ireducescatter = NULL, .makeVDevice = vdev_v9, CTAIL};
+    .ireducescatter = NULL, .makeVDevice = cvdev_v9, CTAIL};
 
 EXPORT ncclCollNet_v10_t ncclCollNetPlugin_v10 = {
-    .name = "braid", .init = cinit_v10, .getProperties = props_v10, .listen = clisten_old,
+    .name = "braid", .init = cinit_v10, .getProperties = cprops_v10, .listen = clisten_old,
     .regMr = braid_coll_reg_mr, .iallreduce = ciallreduce, .iallgather = NULL,
-    .ireducescatter = NULL, .makeVDevice = vdev_v10, CTAIL};
+    .ireducescatter = NULL, .makeVDevice = cvdev_v10, CTAIL};
 
 EXPORT ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
-    .name = "braid", .init = cinit_v11, .getProperties = props_v11, .listen = braid_coll_listen,
+    .name = "braid", .init = cinit_v11, .getProperties = cprops_v11, .listen = braid_coll_listen,
     .regMr = braid_coll_reg_mr, .iallreduce = ciallreduce, .iallgather = NULL,
-    .ireducescatter = NULL, .makeVDevice = vdev_v11, .finalize = braid_coll_finalize, CTAIL};
+    .ireducescatter = NULL, .makeVDevice = cvdev_v11, .finalize = braid_coll_finalize, CTAIL};
 
 EXPORT ncclCollNet_v12_t ncclCollNetPlugin_v12 = {
-    .name = "braid", .init = cinit_v12, .getProperties = props_v12, .listen = braid_coll_listen,
+    .name = "braid", .init = cinit_v12, .getProperties = cprops_v12, .listen = braid_coll_listen,
     .regMr = braid_coll_reg_mr, .iallreduce = ciallreduce, .iallgather = NULL,
-    .ireducescatter = NULL, .makeVDevice = vdev_v12, .finalize = braid_coll_finalize, CTAIL};
+    .ireducescatter = NULL, .makeVDevice = cvdev_v12, .finalize = braid_coll_finalize, CTAIL};

@@ -70,7 +70,7 @@ static int decide(const struct braid_device *d, char *why, size_t whylen) {
 }
 
 int braid_dev_ptr_support(int dev) {
-  const struct braid_device *d = braid_devtable_get(dev);
+  const struct braid_device *d = braid_devtable_get(BRAID_VIEW_NET, dev);
   if (!d) return NCCL_PTR_HOST;
   pthread_mutex_lock(&lock);
   int bits = dev >= 0 && dev < CACHED ? cache[dev] - 1 : -1;

@@ -49,7 +49,7 @@ ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
   if (ctx) *ctx = NULL;
   braid_log_set_logger(logger);
   int ndevs;
-  ncclResult_t rc = braid_devtable_load(&ndevs);
+  ncclResult_t rc = braid_devtable_load(BRAID_VIEW_NET, &ndevs);
   if (rc) return rc;
   braid_diag_install();
   static atomic_flag announced = ATOMIC_FLAG_INIT;
@@ -57,7 +57,7 @@ ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
     char list[512] = "";
     size_t len = 0;
     for (int i = 0; i < ndevs && len < sizeof list; i++) {
-      const struct braid_device *d = braid_devtable_get(i);
+      const struct braid_device *d = braid_devtable_get(BRAID_VIEW_NET, i);
       char a[64];
       len += (size_t)snprintf(list + len, sizeof list - len, "%s[%d]%s (%d rail%s, %s%s)",
                               i ? " " : "", i, d->name, d->nrails, d->nrails > 1 ? "s" : "",
@@ -96,20 +96,18 @@ __attribute__((destructor)) static void net_unload(void) {
   braid_diag_uninstall();
 }
 
-ncclResult_t braid_net_devices(int *ndev) { return braid_devtable_load(ndev); }
+ncclResult_t braid_net_devices(int *ndev) { return braid_devtable_load(BRAID_VIEW_NET, ndev); }
 
 ncclResult_t braid_net_make_vdevice(int *d, int ndevs, const int *devs, int max) {
-  return braid_devtable_fuse(d, ndevs, devs, max);
+  return braid_devtable_fuse(BRAID_VIEW_NET, d, ndevs, devs, max);
 }
 
-ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
-  const struct braid_device *d = braid_devtable_get(dev);
-  if (!d) return ncclInvalidArgument;
+void braid_device_props(const struct braid_device *d, int dev, struct braid_props *p) {
   memset(p, 0, sizeof *p);
   p->name = d->name;
   p->pci_path = d->pci_path;
   p->guid = (uint64_t)dev;
-  p->ptr_support = braid_dev_ptr_support(dev);
+  p->ptr_support = NCCL_PTR_HOST;
   p->speed = d->speed_mbps;
   p->port = 0;
   p->max_comms = 65536;
@@ -122,20 +120,27 @@ ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
   p->max_multi_request_size = 1;
   p->rail_id = -1;
   p->plane_id = -1;
+}
+
+ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
+  const struct braid_device *d = braid_devtable_get(BRAID_VIEW_NET, dev);
+  if (!d) return ncclInvalidArgument;
+  braid_device_props(d, dev, p);
+  p->ptr_support = braid_dev_ptr_support(dev);
   return ncclSuccess;
 }
 
 ncclResult_t braid_net_listen(void *ctx, int dev, void *handle, void **listen_comm) {
   (void)ctx;
   *listen_comm = NULL;
-  const struct braid_device *d = braid_devtable_get(dev);
+  const struct braid_device *d = braid_devtable_get(BRAID_VIEW_NET, dev);
   if (!d) return ncclInvalidArgument;
   return braid_setup_listen(d, dev, handle, listen_comm);
 }
 
 ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_comm) {
   *send_comm = NULL;
-  const struct braid_device *d = braid_devtable_get(dev);
+  const struct braid_device *d = braid_devtable_get(BRAID_VIEW_NET, dev);
   if (!d) return ncclInvalidArgument;
   if (!handle) {
     BRAID_WARN("connect() with a NULL handle");

@@ -20,6 +20,11 @@ struct braid_props {
   int16_t rail_id, plane_id;
 };
 
+struct braid_device;
+/* The properties every device has whichever plugin lists it, as device dev: memory is host only
+ * here (each plugin decides its own ptrSupport). */
+void braid_device_props(const struct braid_device *d, int dev, struct braid_props *p);
+
 /* The table name NCCL sees (and matches NCCL_NET against). */
 extern const char braid_plugin_name[];
 

@@ -16,6 +16,7 @@
 #include "topo/devices.h"
 #include "log.h"
 #include "topo/devtable.h"
+#include "api/net.h"
 #include "version.h"
 #include "nccl_plugin/net.h"
 #include "param.h"
@@ -198,7 +199,21 @@ ncclResult_t braid_coll_finalize(void *ctx) {
   return ncclSuccess;
 }
 
-ncclResult_t braid_coll_devices(int *ndev) { return braid_devtable_load(ndev); }
+ncclResult_t braid_coll_devices(int *ndev) { return braid_devtable_load(BRAID_VIEW_COLLNET, ndev); }
+
+ncclResult_t braid_coll_make_vdevice(int *d, int ndevs, const int *devs, int max) {
+  return braid_devtable_fuse(BRAID_VIEW_COLLNET, d, ndevs, devs, max);
+}
+
+/* Host memory only, whatever the net device takes: the operations' buffers are read and written
+ * by this process's CPU (pushed to and pulled from braid-ps).  NCCL decides CollNet's GPU memory
+ * from this ptrSupport alone and calls regMr with NCCL_PTR_HOST, or regMrDmaBuf never. */
+ncclResult_t braid_coll_get_properties(int dev, struct braid_props *p) {
+  const struct braid_device *d = braid_devtable_get(BRAID_VIEW_COLLNET, dev);
+  if (!d) return ncclInvalidArgument;
+  braid_device_props(d, dev, p);
+  return ncclSuccess;
+}
 
 static void put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -231,7 +246,7 @@ ncclResult_t braid_coll_listen(void *ctx, int dev, void *handle, void **listen_c
   (void)ctx;
   *listen_comm = NULL;
   int ndev = 0;
-  if (braid_devtable_load(&ndev) != ncclSuccess || dev < 0 || dev >= ndev) {
+  if (braid_devtable_load(BRAID_VIEW_COLLNET, &ndev) != ncclSuccess || dev < 0 || dev >= ndev) {
     BRAID_WARN("CollNet listen on invalid device %d (%d devices)", dev, ndev);
     return ncclInvalidArgument;
   }
@@ -610,7 +625,7 @@ ncclResult_t braid_coll_connect(void *handles[], int nranks, int rank, void *lis
   memset(cc->my_weights, 255, sizeof cc->my_weights);
   ps_auth_session_id(nonces, nranks, H_NONCE, cc->session);
   const struct braid_iface *rails[BRAID_MAX_RAILS];
-  int nrails = braid_devtable_rails(l->dev, rails, BRAID_MAX_RAILS);
+  int nrails = braid_devtable_rails(BRAID_VIEW_COLLNET, l->dev, rails, BRAID_MAX_RAILS);
   if (nrails <= 0) {
     rc = ncclInvalidArgument;
     goto out;
@@ -668,6 +683,17 @@ ncclResult_t braid_coll_reg_mr(void *coll_comm, void *data, size_t size, int typ
   m->size = size;
   *mhandle = m;
   return ncclSuccess;
+}
+
+ncclResult_t braid_coll_reg_mr_dmabuf(void *coll_comm, void *data, size_t size, int type, uint64_t offset,
+                                      int fd, void **mhandle) {
+  *mhandle = NULL;
+  if (!braid_collcomm_check(coll_comm, "regMrDmaBuf")) return ncclInvalidArgument;
+  if (fd < 0 && type == NCCL_PTR_HOST) return braid_coll_reg_mr(coll_comm, data, size, type, mhandle);
+  BRAID_WARN("CollNet regMrDmaBuf of %zu bytes of memory type %d (dma-buf fd %d, offset %llu): braid CollNet "
+             "offers host memory only (ptrSupport HOST), so NCCL should not ask", size, type, fd,
+             (unsigned long long)offset);
+  return ncclInvalidArgument;
 }
 
 ncclResult_t braid_coll_dereg_mr(void *coll_comm, void *mhandle) {
