@@ -52,9 +52,9 @@ LDFLAGS += $(SANFLAGS)
 
 COMMON_SRCS = common/log.c common/param.c common/sockaddr.c common/dynlib.c common/sodium_lib.c \
               common/tmpfile.c
-# The CUDA driver opened at run time (common/cuda.h): linked only where used (braid-perf; the
-# unit tests through libbraid-core.a, an archive, so it is pulled in only by its callers), not
-# into the plugins' objects with COMMON_SRCS.
+# The CUDA driver opened at run time (common/cuda.h): linked only where used (the net plugin, which
+# stages GPU memory through host memory where a connection carries host memory only; braid-perf;
+# the unit tests through libbraid-core.a), not into the tuner's objects with COMMON_SRCS.
 CUDA_SRCS   = common/cuda.c
 NET_SRCS    = $(shell find net_plugin -name "*.c" | sort)
 NETLOAD_SRCS = $(wildcard tools/netload/*.c)
@@ -94,6 +94,7 @@ include tools/verbs-probe/build.mk
 include tools/sim/build.mk
 include tools/compat/build.mk
 include tools/config-doc/build.mk
+include test/gpu_stage/build.mk
 
 # braid-tune (tools/tune): the tuner's library, cairo for --png.
 TUNE_SRCS    = $(wildcard tools/tune/*.c)
@@ -133,7 +134,7 @@ $(BUILD)/obj/%.o: %.cc | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
-$(PLUGIN): $(call obj,$(COMMON_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS) $(TUNER_INPUT_SRCS))
+$(PLUGIN): $(call obj,$(COMMON_SRCS) $(CUDA_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS) $(TUNER_INPUT_SRCS))
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -Wl,-soname,libnccl-net-braid.so $^ -o $@ $(LDLIBS)
 
 $(CORE): $(call obj,$(COMMON_SRCS) $(CUDA_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS) $(TUNER_INPUT_SRCS))

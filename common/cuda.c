@@ -14,6 +14,7 @@ typedef int cu_result;
 typedef int cu_device;
 typedef void *cu_context;
 typedef unsigned long long cu_deviceptr;
+typedef void *cu_stream;
 
 #define CU_SUCCESS 0
 #define CU_ERROR_INVALID_VALUE 1
@@ -21,6 +22,8 @@ typedef unsigned long long cu_deviceptr;
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 #define CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 124
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define CU_STREAM_NON_BLOCKING 0x1
 #define CU_MEMORYTYPE_DEVICE 2
 #define CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 1
 #define CU_DRIVER_DMABUF_MIN 11070 /* cuMemGetHandleForAddressRange appeared in 11.7 */
@@ -42,6 +45,14 @@ static struct {
   cu_result (*memcpy_htod)(cu_deviceptr dst, const void *src, size_t size);
   cu_result (*memcpy_dtoh)(void *dst, cu_deviceptr src, size_t size);
   cu_result (*pointer_get_attribute)(void *data, int attr, cu_deviceptr ptr);
+  cu_result (*ctx_get_current)(cu_context *ctx);
+  cu_result (*ctx_push)(cu_context ctx);
+  cu_result (*ctx_pop)(cu_context *ctx);
+  cu_result (*stream_create)(cu_stream *stream, unsigned int flags);
+  cu_result (*stream_destroy)(cu_stream stream);
+  cu_result (*stream_sync)(cu_stream stream);
+  cu_result (*memcpy_htod_async)(cu_deviceptr dst, const void *src, size_t size, cu_stream s);
+  cu_result (*memcpy_dtoh_async)(void *dst, cu_deviceptr src, size_t size, cu_stream s);
   cu_result (*get_error_string)(cu_result err, const char **str);
   cu_result (*get_error_name)(cu_result err, const char **str);
   /* optional: drivers before 11.7 lack it, and only dma-buf export is lost */
@@ -100,6 +111,14 @@ static void cuda_load(void) {
   CUDA_SYM(memcpy_htod, "cuMemcpyHtoD_v2");
   CUDA_SYM(memcpy_dtoh, "cuMemcpyDtoH_v2");
   CUDA_SYM(pointer_get_attribute, "cuPointerGetAttribute");
+  CUDA_SYM(ctx_get_current, "cuCtxGetCurrent");
+  CUDA_SYM(ctx_push, "cuCtxPushCurrent_v2");
+  CUDA_SYM(ctx_pop, "cuCtxPopCurrent_v2");
+  CUDA_SYM(stream_create, "cuStreamCreate");
+  CUDA_SYM(stream_destroy, "cuStreamDestroy_v2");
+  CUDA_SYM(stream_sync, "cuStreamSynchronize");
+  CUDA_SYM(memcpy_htod_async, "cuMemcpyHtoDAsync_v2");
+  CUDA_SYM(memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2");
   CUDA_SYM(get_error_string, "cuGetErrorString");
   CUDA_SYM(get_error_name, "cuGetErrorName");
   if (missing) {
@@ -261,4 +280,80 @@ int braid_cuda_dmabuf_export(void *ptr, size_t size, int *fd) {
   }
   *fd = handle;
   return 0;
+}
+
+/* ---------- staging copies ---------- */
+
+int braid_cuda_copier_open(struct braid_cuda_copier *c, const void *dptr) {
+  memset(c, 0, sizeof *c);
+  c->dev = -1;
+  if (braid_cuda_init()) return -1;
+  cu_context ctx = NULL;
+  cu_result r = cu.ctx_get_current(&ctx);
+  if (r != CU_SUCCESS) return cuda_fail("cuCtxGetCurrent", r);
+  if (!ctx) { /* no context on this thread: the primary one of the memory's device */
+    int ordinal = -1;
+    r = cu.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (cu_deviceptr)(uintptr_t)dptr);
+    if (r != CU_SUCCESS) return cuda_fail("cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)", r);
+    cu_device dev;
+    if (cuda_device(ordinal, &dev)) return -1;
+    r = cu.primary_ctx_retain(&ctx, dev);
+    if (r != CU_SUCCESS) return cuda_fail("cuDevicePrimaryCtxRetain", r);
+    c->dev = dev;
+  }
+  c->ctx = ctx;
+  r = cu.ctx_push(ctx);
+  if (r == CU_SUCCESS) {
+    cu_stream s = NULL;
+    r = cu.stream_create(&s, CU_STREAM_NON_BLOCKING);
+    cu_context popped;
+    cu.ctx_pop(&popped);
+    if (r == CU_SUCCESS) {
+      c->stream = s;
+      return 0;
+    }
+    cuda_fail("cuStreamCreate(CU_STREAM_NON_BLOCKING)", r);
+  } else {
+    cuda_fail("cuCtxPushCurrent_v2", r);
+  }
+  if (c->dev >= 0) cu.primary_ctx_release(c->dev);
+  c->ctx = NULL;
+  return -1;
+}
+
+void braid_cuda_copier_close(struct braid_cuda_copier *c) {
+  if (!c->stream) return;
+  cu_context popped;
+  if (cu.ctx_push(c->ctx) == CU_SUCCESS) {
+    cu.stream_destroy(c->stream);
+    cu.ctx_pop(&popped);
+  }
+  if (c->dev >= 0) cu.primary_ctx_release(c->dev);
+  memset(c, 0, sizeof *c);
+}
+
+/* One copy on c's stream, waited for, in c's context. */
+static int copier_copy(struct braid_cuda_copier *c, bool to_device, void *dst, const void *src, size_t size) {
+  if (!c->stream) return cuda_fail_text("the staging copier is not open");
+  if (size == 0) return 0;
+  cu_result r = cu.ctx_push(c->ctx);
+  if (r != CU_SUCCESS) return cuda_fail("cuCtxPushCurrent_v2", r);
+  const char *what = to_device ? "cuMemcpyHtoDAsync_v2" : "cuMemcpyDtoHAsync_v2";
+  r = to_device ? cu.memcpy_htod_async((cu_deviceptr)(uintptr_t)dst, src, size, c->stream)
+                : cu.memcpy_dtoh_async(dst, (cu_deviceptr)(uintptr_t)src, size, c->stream);
+  if (r == CU_SUCCESS) {
+    what = "cuStreamSynchronize";
+    r = cu.stream_sync(c->stream);
+  }
+  cu_context popped;
+  cu.ctx_pop(&popped);
+  return r == CU_SUCCESS ? 0 : cuda_fail(what, r);
+}
+
+int braid_cuda_copy_dtoh(struct braid_cuda_copier *c, void *dst, const void *src, size_t size) {
+  return copier_copy(c, false, dst, src, size);
+}
+
+int braid_cuda_copy_htod(struct braid_cuda_copier *c, void *dst, const void *src, size_t size) {
+  return copier_copy(c, true, dst, src, size);
 }

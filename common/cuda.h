@@ -58,6 +58,22 @@ int braid_cuda_is_device_ptr(const void *ptr, int *is_device);
  * ptr and size must be multiples of the host page size. */
 int braid_cuda_dmabuf_export(void *ptr, size_t size, int *fd);
 
+/* Copies between device memory and host memory for staging (a connection that carries host
+ * memory only, holding GPU memory NCCL registered).  Each copier has a stream of its own created
+ * CU_STREAM_NON_BLOCKING: a copy never waits, as the legacy default stream's would, for the work
+ * of other streams, among them the NCCL kernel that waits for this very copy's data.  The copier
+ * remembers its context (the opening thread's current one, else the primary context of dptr's
+ * device, retained) and makes it current around each copy, so any thread may copy. */
+struct braid_cuda_copier {
+  void *ctx, *stream;
+  int dev; /* the device whose primary context the copier retained, or -1 */
+};
+int braid_cuda_copier_open(struct braid_cuda_copier *c, const void *dptr);
+void braid_cuda_copier_close(struct braid_cuda_copier *c);
+/* A copy of size bytes, finished when the call returns. */
+int braid_cuda_copy_dtoh(struct braid_cuda_copier *c, void *dst, const void *src, size_t size);
+int braid_cuda_copy_htod(struct braid_cuda_copier *c, void *dst, const void *src, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "comm/life.h"
 #include "comm/path.h"
+#include "comm/stage.h"
 #include "topo/devices.h"
 #include "topo/devtable.h"
 #include "comm/diag.h"
@@ -42,6 +43,7 @@ struct braid_mr {
   void *addr;
   size_t size;
   void *mem; /* the comm's path's registration (path.h reg), NULL when it needs none */
+  struct braid_stage *stage; /* GPU memory on a path that carries host memory (comm/stage.h) */
 };
 
 ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
@@ -102,26 +104,6 @@ ncclResult_t braid_net_make_vdevice(int *d, int ndevs, const int *devs, int max)
   return braid_devtable_fuse(BRAID_VIEW_NET, d, ndevs, devs, max);
 }
 
-void braid_device_props(const struct braid_device *d, int dev, struct braid_props *p) {
-  memset(p, 0, sizeof *p);
-  p->name = d->name;
-  p->pci_path = d->pci_path;
-  p->guid = (uint64_t)dev;
-  p->ptr_support = NCCL_PTR_HOST;
-  p->speed = d->speed_mbps;
-  p->port = 0;
-  p->max_comms = 65536;
-  p->max_recvs = braid_transport_kind() == BRAID_TRANSPORT_VERBS ? 1 : (int)braid_param_int(BRAID_P_MAX_RECVS);
-  p->net_device_type = 0; /* NCCL_NET_DEVICE_HOST */
-  p->ndevs = d->nchildren ? d->nchildren : 1;
-  for (int i = 0; i < p->ndevs; i++) p->devs[i] = d->nchildren ? d->children[i] : dev;
-  p->max_p2p_bytes = BRAID_MSG_MAX_BYTES;
-  p->max_coll_bytes = 512ull << 20;
-  p->max_multi_request_size = 1;
-  p->rail_id = -1;
-  p->plane_id = -1;
-}
-
 ncclResult_t braid_net_get_properties(int dev, struct braid_props *p) {
   const struct braid_device *d = braid_devtable_get(BRAID_VIEW_NET, dev);
   if (!d) return ncclInvalidArgument;
@@ -166,9 +148,29 @@ static const char *mem_type_name(int type) {
   return type == NCCL_PTR_HOST ? "host" : type == NCCL_PTR_CUDA ? "CUDA" : type == NCCL_PTR_DMABUF ? "dma-buf" : "unknown";
 }
 
+/* GPU memory on a connection whose path carries host memory only: staged (comm/stage.h), with
+ * one WARN per process saying what that costs and why. */
+static ncclResult_t net_stage(struct braid_comm *c, void *data, size_t size, const struct braid_mem_desc *d,
+                              struct braid_mr *mr) {
+  char why[320];
+  mr->stage = braid_stage_new(data, size, why, sizeof why);
+  if (!mr->stage) {
+    BRAID_WARN("regMr of %zu bytes of %s memory at %p on a connection to %s over %s (host memory only): it "
+               "cannot be staged through host memory: %s", size, mem_type_name(d->type), data, c->peer,
+               c->path->name, why);
+    return ncclSystemError;
+  }
+  BRAID_WARN_ONCE("device %d takes GPU memory (ptrSupport 0x%x), but its connection to %s runs over %s, which "
+                  "carries host memory only (the peer has no RDMA port braid can use, or runs another "
+                  "transport): braid stages GPU data through host memory on such connections, one copy each "
+                  "way instead of GPUDirect RDMA; give every node the same transport (docs/transports.md)",
+                  c->dev, braid_dev_ptr_support(c->dev), c->peer, c->path->name);
+  return ncclSuccess;
+}
+
 /* Registration of d on comm: refused (WARN, ncclInvalidArgument) when the comm's device did not
  * advertise what it needs (a dma-buf fd: NCCL_PTR_DMABUF, whatever memory is behind it; else the
- * memory type) or the comm's path takes host memory only. */
+ * memory type).  GPU memory on a path that takes host memory only is staged. */
 static ncclResult_t net_reg(void *comm, void *data, size_t size, const struct braid_mem_desc *d,
                             void **mhandle) {
   *mhandle = NULL;
@@ -187,16 +189,17 @@ static ncclResult_t net_reg(void *comm, void *data, size_t size, const struct br
                  d->fd >= 0 ? ", a dma-buf fd" : "", c->dev, ptr);
       return ncclInvalidArgument;
     }
-    if (!c->path->reg) {
-      BRAID_WARN("regMr of %s memory (%zu bytes at %p%s): this connection's %s path carries host memory only",
-                 mem_type_name(d->type), size, data, d->fd >= 0 ? ", a dma-buf fd" : "", c->path->name);
-      return ncclInvalidArgument;
-    }
   }
   struct braid_mr *mr = malloc(sizeof *mr);
   if (!mr) return ncclSystemError;
-  *mr = (struct braid_mr){MR_MAGIC, d->type, data, size, NULL};
-  if (c->path->reg && c->path->reg(c, data, size, d, &mr->mem)) {
+  *mr = (struct braid_mr){MR_MAGIC, d->type, data, size, NULL, NULL};
+  if (!c->path->reg) {
+    ncclResult_t rc = d->type == NCCL_PTR_HOST ? ncclSuccess : net_stage(c, data, size, d, mr);
+    if (rc) {
+      free(mr);
+      return rc;
+    }
+  } else if (c->path->reg(c, data, size, d, &mr->mem)) {
     free(mr);
     BRAID_WARN("regMr of %zu bytes of %s memory at %p: the %s registration failed (see the WARN above)", size,
                mem_type_name(d->type), data, c->path->name);
@@ -235,7 +238,8 @@ ncclResult_t braid_net_dereg_mr(void *comm, void *mhandle) {
     BRAID_WARN("deregMr() of an invalid memory handle %p", mhandle);
     return ncclInvalidArgument;
   }
-  c->path->dereg(c, mr->addr, mr->size, mr->mem);
+  if (mr->stage) braid_stage_free(mr->stage);
+  else c->path->dereg(c, mr->addr, mr->size, mr->mem);
   mr->magic = 0;
   free(mr);
   return ncclSuccess;
@@ -256,12 +260,28 @@ static bool net_mem(const struct braid_comm *c, void *mhandle, size_t size, cons
   return true;
 }
 
+/* The staging of a buffer registered as mhandle, or NULL. */
+static struct braid_stage *net_staged(void *mhandle) {
+  struct braid_mr *mr = mhandle;
+  return mr && mr->magic == MR_MAGIC ? mr->stage : NULL;
+}
+
 ncclResult_t braid_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                              void **request) {
   *request = NULL;
   struct braid_comm *c = net_comm(send_comm, BRAID_COMM_SEND, "isend");
   void *mem;
   if (!c || !net_mem(c, mhandle, size, "isend", &mem)) return ncclInvalidArgument;
+  struct braid_stage *st = net_staged(mhandle);
+  if (st && size) {
+    void *host = braid_stage_host(st, data, size);
+    if (!host) {
+      BRAID_WARN("isend of %zu bytes at %p: outside the buffer its memory handle registered", size, data);
+      return ncclInvalidArgument;
+    }
+    if (braid_stage_in(st, data, size)) return braid_comm_fail(c, ncclUnhandledCudaError, "isend: %s", "GPU data could not be staged");
+    data = host;
+  }
   return braid_xfer_isend(c, data, size, tag, mem, request);
 }
 
@@ -274,7 +294,20 @@ ncclResult_t braid_net_irecv(void *recv_comm, int n, void **data, const size_t *
   void *mem = NULL;
   if (!c || (n >= 1 && !net_mem(c, mhandles ? mhandles[0] : NULL, sizes[0], "irecv", &mem)))
     return ncclInvalidArgument;
-  return braid_xfer_irecv(c, n, data, sizes, tags, mem, hint, request);
+  struct braid_stage *stages[BRAID_MAX_RECVS] = {0};
+  void *host[BRAID_MAX_RECVS], *gpu[BRAID_MAX_RECVS];
+  bool staged = false;
+  for (int i = 0; mhandles && i < n && i < BRAID_MAX_RECVS; i++) {
+    host[i] = gpu[i] = data[i];
+    if (!(stages[i] = net_staged(mhandles[i]))) continue;
+    if (!(host[i] = braid_stage_host(stages[i], data[i], sizes[i]))) {
+      BRAID_WARN("irecv of %zu bytes at %p: outside the buffer its memory handle registered", sizes[i], data[i]);
+      return ncclInvalidArgument;
+    }
+    staged = true;
+  }
+  if (staged) return braid_xfer_irecv(c, n, host, sizes, tags, mem, hint, stages, gpu, request);
+  return braid_xfer_irecv(c, n, data, sizes, tags, mem, hint, NULL, NULL, request);
 }
 
 /* Only GPU memory needs a flush (NCCL asks only after GPUDirect receives); NCCL's net_ib reads
@@ -297,7 +330,8 @@ ncclResult_t braid_net_iflush(void *recv_comm, int n, void **data, int *sizes, v
     BRAID_WARN("iflush of %d bytes with an invalid memory handle %p", sizes[last], (void *)mr);
     return ncclInvalidArgument;
   }
-  if (mr->type == NCCL_PTR_HOST || braid_param_int(BRAID_P_IB_GDR_FLUSH_DISABLE)) return ncclSuccess;
+  /* host memory, or staged: test() copied it to GPU memory before the receive was done */
+  if (mr->type == NCCL_PTR_HOST || mr->stage || braid_param_int(BRAID_P_IB_GDR_FLUSH_DISABLE)) return ncclSuccess;
   return braid_xfer_iflush(c, data[last], mr->mem, request);
 }
 

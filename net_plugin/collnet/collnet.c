@@ -16,7 +16,7 @@
 #include "topo/devices.h"
 #include "log.h"
 #include "topo/devtable.h"
-#include "api/net.h"
+#include "api/props.h"
 #include "version.h"
 #include "nccl_plugin/net.h"
 #include "param.h"

@@ -35,6 +35,8 @@ struct braid_recv_slot {
   int64_t msg;   /* matched message sequence, -1 while unmatched */
   size_t size;   /* bytes the matched send carries */
   bool done;
+  struct braid_stage *stage; /* GPU memory staged (comm/stage.h): buf is the host copy of gpu */
+  void *gpu;
 };
 
 struct braid_req {
@@ -250,9 +252,12 @@ void braid_req_release(struct braid_req *r);
 ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int tag, void *mem,
                               void **request);
 /* hint: NCCL's optional-completion hint came with the receive (see xfer.c for where it is
- * taken). */
+ * taken).  stages: NULL, or per buffer its staging (comm/stage.h) when data[i] is the host copy
+ * of gpu[i]: test() copies what arrived to GPU memory before reporting the receive done. */
+struct braid_stage;
 ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,
-                              const int *tags, void *mem, bool hint, void **request);
+                              const int *tags, void *mem, bool hint, struct braid_stage *const *stages,
+                              void *const *gpu, void **request);
 /* iflush of data (registered by the path as mem): *request NULL when nothing needs doing. */
 ncclResult_t braid_xfer_iflush(struct braid_comm *c, void *data, void *mem, void **request);
 ncclResult_t braid_xfer_test(void *request, int *done, int *sizes);

@@ -13,6 +13,7 @@
 #include "comm/diag.h"
 #include "log.h"
 #include "comm/path.h"
+#include "comm/stage.h"
 
 #define XFER_PROXY_EVERY_NS 20000ull
 
@@ -76,7 +77,8 @@ static ncclResult_t xfer_isend_locked(struct braid_comm *c, void *data, size_t s
  * completes early only where its data reaches the buffer without this proxy calling again: the
  * path decides (r->hinted in, r->early out; see each path's irecv). */
 static ncclResult_t xfer_irecv_locked(struct braid_comm *c, int n, void **data, const size_t *sizes,
-                              const int *tags, void *mem, bool hint, void **request) {
+                              const int *tags, void *mem, bool hint, struct braid_stage *const *stages,
+                              void *const *gpu, void **request) {
   *request = NULL;
   if (c->err) return c->err;
   if (n < 1 || n > c->path->max_recvs) {
@@ -88,9 +90,10 @@ static ncclResult_t xfer_irecv_locked(struct braid_comm *c, int n, void **data, 
   struct braid_req *r = braid_req_alloc(c, BRAID_REQ_RECV);
   if (!r) return ncclSuccess;
   r->n = n;
-  r->hinted = hint;
+  r->hinted = hint && !stages; /* a staged receive is done only once copied to GPU memory */
   for (int i = 0; i < n; i++)
-    r->slot[i] = (struct braid_recv_slot){.buf = data[i], .cap = sizes[i], .tag = tags[i], .msg = -1};
+    r->slot[i] = (struct braid_recv_slot){.buf = data[i], .cap = sizes[i], .tag = tags[i], .msg = -1,
+                                          .stage = stages ? stages[i] : NULL, .gpu = gpu ? gpu[i] : NULL};
   bool again = false;
   ncclResult_t rc = c->path->irecv(c, r, mem, &again);
   return xfer_posted(r, rc, again, request);
@@ -118,6 +121,10 @@ static ncclResult_t xfer_test_locked(struct braid_req *r, int *done, int *sizes)
     braid_diag_check(c, r);
     return c->err;
   }
+  for (int i = 0; r->kind == BRAID_REQ_RECV && i < r->n; i++)
+    if (r->slot[i].stage && r->slot[i].size && braid_stage_out(r->slot[i].stage, r->slot[i].gpu, r->slot[i].size))
+      return braid_comm_fail(c, ncclUnhandledCudaError, "a receive's %zu bytes could not be copied to GPU memory",
+                             r->slot[i].size);
   *done = 1;
   if (sizes) {
     if (r->kind == BRAID_REQ_SEND) sizes[0] = (int)r->size;
@@ -137,9 +144,10 @@ ncclResult_t braid_xfer_isend(struct braid_comm *c, void *data, size_t size, int
 }
 
 ncclResult_t braid_xfer_irecv(struct braid_comm *c, int n, void **data, const size_t *sizes,
-                              const int *tags, void *mem, bool hint, void **request) {
+                              const int *tags, void *mem, bool hint, struct braid_stage *const *stages,
+                              void *const *gpu, void **request) {
   braid_comm_lock(c);
-  ncclResult_t rc = xfer_irecv_locked(c, n, data, sizes, tags, mem, hint, request);
+  ncclResult_t rc = xfer_irecv_locked(c, n, data, sizes, tags, mem, hint, stages, gpu, request);
   braid_comm_unlock(c);
   return rc;
 }

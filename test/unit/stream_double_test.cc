@@ -207,7 +207,7 @@ class StreamDouble : public ::testing::Test {
       braid_req* r = braid_req_alloc(rx_, BRAID_REQ_RECV);
       ASSERT_TRUE(r);
       r->n = 1;
-      r->slot[0] = braid_recv_slot{in[m].data(), in[m].size(), (int)(m % 3), -1, 0, false};
+      r->slot[0] = braid_recv_slot{in[m].data(), in[m].size(), (int)(m % 3), -1, 0, false, nullptr, nullptr};
       ASSERT_EQ(braid_rx_post(rx_, r), ncclSuccess);
       recvs.push_back(r);
     }
