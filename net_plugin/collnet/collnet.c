@@ -16,7 +16,9 @@
 #include "topo/devices.h"
 #include "log.h"
 #include "topo/devtable.h"
+#include "api/memtypes.h"
 #include "api/props.h"
+#include "comm/stage.h"
 #include "version.h"
 #include "nccl_plugin/net.h"
 #include "param.h"
@@ -52,6 +54,7 @@ struct coll_mr {
   uint32_t magic;
   void *addr;
   size_t size;
+  struct braid_stage *stage; /* GPU memory: its host copy (comm/stage.h) */
 };
 
 struct coll_ctx {
@@ -205,13 +208,23 @@ ncclResult_t braid_coll_make_vdevice(int *d, int ndevs, const int *devs, int max
   return braid_devtable_fuse(BRAID_VIEW_COLLNET, d, ndevs, devs, max);
 }
 
-/* Host memory only, whatever the net device takes: the operations' buffers are read and written
- * by this process's CPU (pushed to and pulled from braid-ps).  NCCL decides CollNet's GPU memory
- * from this ptrSupport alone and calls regMr with NCCL_PTR_HOST, or regMrDmaBuf never. */
+/* What the net's devices take: NCCL fills one topology node per NIC for both plugins, CollNet's
+ * first, and keeps the first "gdr" it is given, so a CollNet that claimed less would turn
+ * GPUDirect RDMA off for the net's connections on the same NICs.  braid's operations read and
+ * write host memory, so GPU memory registered with CollNet is staged (comm/stage.h).  A virtual
+ * device takes what all of its physical devices take. */
+static int coll_ptr_support(const struct braid_device *d, int dev) {
+  if (!d->nchildren) return braid_dev_ptr_support(dev);
+  int bits = ~0;
+  for (int i = 0; i < d->nchildren; i++) bits &= braid_dev_ptr_support(d->children[i]);
+  return bits | NCCL_PTR_HOST;
+}
+
 ncclResult_t braid_coll_get_properties(int dev, struct braid_props *p) {
   const struct braid_device *d = braid_devtable_get(BRAID_VIEW_COLLNET, dev);
   if (!d) return ncclInvalidArgument;
   braid_device_props(d, dev, p);
+  p->ptr_support = coll_ptr_support(d, dev);
   return ncclSuccess;
 }
 
@@ -669,15 +682,27 @@ struct braid_collcomm *braid_collcomm_check(void *p, const char *what) {
   return cc;
 }
 
-ncclResult_t braid_coll_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle) {
+/* A registration of memory of type (a dma-buf fd when fd >= 0) on cc's device: host memory as it
+ * is, GPU memory staged, when the device claims it. */
+static ncclResult_t coll_reg(struct braid_collcomm *cc, void *data, size_t size, int type, int fd, void **mhandle) {
   *mhandle = NULL;
-  if (!braid_collcomm_check(coll_comm, "regMr")) return ncclInvalidArgument;
-  if (type != NCCL_PTR_HOST) {
-    BRAID_WARN("CollNet regMr of memory type %d: braid CollNet offers host memory only (ptrSupport HOST)", type);
+  int need = fd >= 0 ? NCCL_PTR_DMABUF : type;
+  const struct braid_device *d = braid_devtable_get(BRAID_VIEW_COLLNET, cc->dev);
+  int ptr = d ? coll_ptr_support(d, cc->dev) : NCCL_PTR_HOST;
+  if ((type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) || !(ptr & need)) {
+    BRAID_WARN("CollNet %s of %zu bytes of memory type %d%s on device %d, which advertised ptrSupport 0x%x",
+               fd >= 0 ? "regMrDmaBuf" : "regMr", size, type, fd >= 0 ? " (a dma-buf fd)" : "", cc->dev, ptr);
     return ncclInvalidArgument;
   }
   struct coll_mr *m = calloc(1, sizeof *m);
   if (!m) return ncclSystemError;
+  char why[320];
+  if (type != NCCL_PTR_HOST && !(m->stage = braid_stage_new(data, size, why, sizeof why))) {
+    BRAID_WARN("CollNet regMr of %zu bytes of GPU memory at %p: it cannot be staged through host memory for "
+               "braid-ps: %s", size, data, why);
+    free(m);
+    return ncclSystemError;
+  }
   m->magic = CMR_MAGIC;
   m->addr = data;
   m->size = size;
@@ -685,15 +710,19 @@ ncclResult_t braid_coll_reg_mr(void *coll_comm, void *data, size_t size, int typ
   return ncclSuccess;
 }
 
+ncclResult_t braid_coll_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle) {
+  *mhandle = NULL;
+  struct braid_collcomm *cc = braid_collcomm_check(coll_comm, "regMr");
+  return cc ? coll_reg(cc, data, size, type, -1, mhandle) : ncclInvalidArgument;
+}
+
+/* The fd is NCCL's and closed after the call: staging copies by address, as the fd maps it. */
 ncclResult_t braid_coll_reg_mr_dmabuf(void *coll_comm, void *data, size_t size, int type, uint64_t offset,
                                       int fd, void **mhandle) {
+  (void)offset;
   *mhandle = NULL;
-  if (!braid_collcomm_check(coll_comm, "regMrDmaBuf")) return ncclInvalidArgument;
-  if (fd < 0 && type == NCCL_PTR_HOST) return braid_coll_reg_mr(coll_comm, data, size, type, mhandle);
-  BRAID_WARN("CollNet regMrDmaBuf of %zu bytes of memory type %d (dma-buf fd %d, offset %llu): braid CollNet "
-             "offers host memory only (ptrSupport HOST), so NCCL should not ask", size, type, fd,
-             (unsigned long long)offset);
-  return ncclInvalidArgument;
+  struct braid_collcomm *cc = braid_collcomm_check(coll_comm, "regMrDmaBuf");
+  return cc ? coll_reg(cc, data, size, type, fd < 0 ? -1 : fd, mhandle) : ncclInvalidArgument;
 }
 
 ncclResult_t braid_coll_dereg_mr(void *coll_comm, void *mhandle) {
@@ -703,14 +732,35 @@ ncclResult_t braid_coll_dereg_mr(void *coll_comm, void *mhandle) {
     BRAID_WARN("CollNet deregMr of an invalid handle %p", mhandle);
     return ncclInvalidArgument;
   }
+  braid_stage_free(m->stage);
   m->magic = 0;
   free(m);
   return ncclSuccess;
 }
 
+char *braid_coll_mr_host(void *mh, void *p, size_t len, int input) {
+  struct coll_mr *m = mh;
+  if (!m || m->magic != CMR_MAGIC) {
+    BRAID_WARN("CollNet iallreduce with an invalid memory handle %p", mh);
+    return NULL;
+  }
+  if (!m->stage) return p;
+  char *host = braid_stage_host(m->stage, p, len);
+  if (!host) {
+    BRAID_WARN("CollNet iallreduce of %zu bytes at %p: outside the buffer its memory handle registered", len, p);
+    return NULL;
+  }
+  return input && braid_stage_in(m->stage, p, len) ? NULL : host;
+}
+
+int braid_coll_mr_done(void *mh, void *p, size_t len) {
+  struct coll_mr *m = mh;
+  return m && m->magic == CMR_MAGIC && m->stage ? braid_stage_out(m->stage, p, len) : 0;
+}
+
 ncclResult_t braid_coll_iflush(void *coll_comm, void *data, int size, void *mhandle, void **request) {
   (void)data, (void)size, (void)mhandle;
-  *request = NULL; /* host memory: nothing to flush */
+  *request = NULL; /* host memory, or staged and copied to GPU memory before test() said done */
   return braid_collcomm_check(coll_comm, "iflush") ? ncclSuccess : ncclInvalidArgument;
 }
 

@@ -2,9 +2,10 @@
  *
  * One implementation; collnet_abi.c adapts it to each ncclCollNet_vN_t.  To NCCL, CollNet is a
  * plugin of its own: its devices are its own view of the physical devices (topo/devtable.h), with
- * the virtual devices NCCL fuses through CollNet's makeVDevice, and its properties its own (host
- * memory only; NCCL puts CollNet devices into its topology first, so what they claim holds for
- * the NIC's shared topology node).  init never contacts a server: it fails, turning CollNet off for the
+ * the virtual devices NCCL fuses through CollNet's makeVDevice, and its properties its own.  It
+ * takes the memory the net's devices take (NCCL puts CollNet devices into its topology first, and
+ * what they claim holds for the NIC's topology node, the net's connections included): GPU memory
+ * is staged through host memory for braid-ps (comm/stage.h).  init never contacts a server: it fails, turning CollNet off for the
  * process, only when BRAID_PS_SERVERS is unset or invalid.  connect is the blocking collective of
  * all heads: it reaches every server, authenticates with BRAID_PS_TOKEN and waits until every head
  * has joined; it fails (NCCL then falls back for this communicator) when no server can be used.
@@ -28,8 +29,8 @@ ncclResult_t braid_coll_connect(void *handles[], int nranks, int rank, void *lis
                                 void **coll_comm);
 ncclResult_t braid_coll_reduce_support(int dtype, int op, int *supported);
 ncclResult_t braid_coll_reg_mr(void *coll_comm, void *data, size_t size, int type, void **mhandle);
-/* regMrDmaBuf: NCCL calls it only for a device whose ptrSupport has NCCL_PTR_DMABUF, which no
- * CollNet device has; a call is refused with a WARN, never a crash. */
+/* regMrDmaBuf: NCCL calls it for a device whose ptrSupport has NCCL_PTR_DMABUF (GPU memory, staged;
+ * the fd is not kept); refused with a WARN on any other. */
 ncclResult_t braid_coll_reg_mr_dmabuf(void *coll_comm, void *data, size_t size, int type, uint64_t offset,
                                       int fd, void **mhandle);
 ncclResult_t braid_coll_dereg_mr(void *coll_comm, void *mhandle);

@@ -58,6 +58,8 @@ struct ps_op {
   uint8_t next_weights[PS_MAX_SERVERS]; /* rank 0's, from this op's results: for seq + PS_WINDOW */
   int have_next;
   uint64_t t_issue;
+  void *out_mh;     /* the result's memory handle: copied out of its staging when complete */
+  char *out_gpu;
 };
 
 /* One queued output frame: a header, then optionally len bytes at data (an op's input). */
@@ -101,6 +103,14 @@ struct ps_srv {
 };
 
 #define COLL_MAGIC 0x43535042u /* "BPSC": a live braid_collcomm */
+
+/* Registered buffers (collnet.c).  The address operations read p's len bytes from, or write
+ * them to: p for host memory, its host copy for GPU memory, copied in first for an input.  NULL
+ * (with a WARN) for an invalid handle, a range outside the registration or a failed copy. */
+char *braid_coll_mr_host(void *mh, void *p, size_t len, int input);
+/* Once an operation completed: its result copied from the host copy to GPU memory p (nothing to
+ * do for host memory); 0, or -1 with a WARN. */
+int braid_coll_mr_done(void *mh, void *p, size_t len);
 
 struct braid_collcomm {
   uint32_t magic;

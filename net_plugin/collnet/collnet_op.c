@@ -559,6 +559,12 @@ static ncclResult_t test_locked(struct braid_collcomm *cc, struct ps_op *op, int
   }
   if (!op->complete) return ncclSuccess;
   op->used = 0;
+  if (op->out_mh && braid_coll_mr_done(op->out_mh, op->out_gpu, op->bytes)) {
+    cc->poisoned = 1;
+    BRAID_WARN("CollNet rank %d/%d: allreduce op %llu: its result could not be copied to GPU memory", cc->rank,
+               cc->nranks, (unsigned long long)op->seq);
+    return ncclUnhandledCudaError;
+  }
   *done = 1;
   if (size) *size = (int)(op->bytes > 0x7fffffff ? 0x7fffffff : op->bytes);
   return ncclSuccess;
@@ -567,12 +573,19 @@ static ncclResult_t test_locked(struct braid_collcomm *cc, struct ps_op *op, int
 ncclResult_t braid_coll_iallreduce(void *coll_comm, void *send, void *recv, size_t count,
                                    int dtype, int op, void *send_mh, void *recv_mh,
                                    void **request) {
-  (void)send_mh, (void)recv_mh;
   *request = NULL;
   struct braid_collcomm *cc = braid_collcomm_check(coll_comm, "iallreduce");
   if (!cc) return ncclInvalidArgument;
+  /* Registered buffers are read and written where their handles say (GPU memory: its host copy,
+   * the input copied in here, the result copied out when test() finds the op complete). */
+  size_t bytes = count * braid_reduce_type_size(dtype);
+  char *hsend = send, *hrecv = recv;
+  if (bytes && send_mh && !(hsend = braid_coll_mr_host(send_mh, send, bytes, 1))) return ncclInvalidArgument;
+  if (bytes && recv_mh && !(hrecv = braid_coll_mr_host(recv_mh, recv, bytes, 0))) return ncclInvalidArgument;
   pthread_mutex_lock(&cc->mu);
-  ncclResult_t rc = iallreduce_locked(cc, send, recv, count, dtype, op, request);
+  ncclResult_t rc = iallreduce_locked(cc, hsend, hrecv, count, dtype, op, request);
+  struct ps_op *o = *request;
+  if (o) o->out_mh = hrecv != recv ? recv_mh : NULL, o->out_gpu = recv;
   pthread_mutex_unlock(&cc->mu);
   return rc;
 }

@@ -8,6 +8,6 @@ $(FAKE_CUDA): test/gpu_stage/fake_cuda.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -g $(WARN) -fPIC -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
-$(GPU_STAGE): $(BUILD)/obj/test/gpu_stage/stage_test.o $(BUILD)/obj/test/unit/verbs_mock.o $(CORE) $(FAKE_CUDA) | $(DEPS_TEST_STAMP)
-	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(CORE) -o $@ -L$(dir $(FAKE_CUDA)) -l:libcuda.so.1 \
+$(GPU_STAGE): $(BUILD)/obj/test/gpu_stage/stage_test.o $(BUILD)/obj/test/unit/verbs_mock.o $(CORE) $(PSCORE) $(FAKE_CUDA) | $(DEPS_TEST_STAMP)
+	$(CXX) $(LDFLAGS) $(filter %.o,$^) $(CORE) $(PSCORE) -o $@ -L$(dir $(FAKE_CUDA)) -l:libcuda.so.1 \
 	  -Wl,-rpath,'$$ORIGIN/fake-cuda' -lgtest -lgtest_main $(LDLIBS)

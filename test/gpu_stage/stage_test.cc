@@ -27,6 +27,7 @@
 
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../unit/verbs_mock.h"
@@ -36,7 +37,9 @@ extern "C" {
 #include "log.h"
 #include "nccl_plugin/net.h"
 #include "wire/handle.h"
+#include "server.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;
+extern ncclCollNet_v11_t ncclCollNetPlugin_v11;
 struct fake_cuda_stats {
   long copies_dtoh, copies_htod, bytes_dtoh, bytes_htod, streams_created, streams_destroyed;
 };
@@ -294,6 +297,94 @@ TEST_F(GpuStaging, OutOfRangeSendIsRefused) {
     CHECK(net.deregMr(p.s, smh) == ncclSuccess, "deregMr failed");
     CHECK(net.closeSend(p.s) == ncclSuccess && net.closeRecv(p.r) == ncclSuccess, "close failed");
     return std::string(net.finalize(p.ctx) == ncclSuccess ? "" : "finalize failed");
+  });
+}
+
+// CollNet on the same node: it claims what the net's device claims (NCCL keeps CollNet's claim
+// for the NIC's topology node, the net's connections included), so NCCL puts CollNet buffers in
+// GPU memory and registers them; braid stages them for braid-ps.  Two heads on their own threads
+// (connect is a blocking collective), two in-process braid-ps servers; every iteration its own
+// data, and each head's result read back from GPU memory.
+TEST_F(GpuStaging, CollNetTakesWhatTheNetDeviceTakesAndStagesIt) {
+  Run([] {
+    const ncclCollNet_v11_t& coll = ncclCollNetPlugin_v11;
+    ps_server* srv[2];
+    std::string list;
+    for (int i = 0; i < 2; i++) {
+      ps_server_opts o = {};
+      o.listen = "127.0.0.1:0";
+      o.token = "staging-token";
+      o.threads = 2;
+      o.quiet = 1;
+      char err[256];
+      srv[i] = ps_server_start(&o, err, sizeof err);
+      CHECK(srv[i], err);
+      list += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(ps_server_port(srv[i]));
+    }
+    setenv("BRAID_PS_SERVERS", list.c_str(), 1);
+    setenv("BRAID_PS_TOKEN", "staging-token", 1);
+    void *nctx = nullptr, *cctx = nullptr;
+    CHECK(net.init(&nctx, 1, nullptr, Logger, nullptr) == ncclSuccess, "net init failed");
+    CHECK(coll.init(&cctx, 1, Logger) == ncclSuccess, "CollNet init failed");
+    ncclNetProperties_v11_t np, cp;
+    CHECK(net.getProperties(0, &np) == ncclSuccess && coll.getProperties(0, &cp) == ncclSuccess, "getProperties");
+    CHECK(np.ptrSupport == 0x7, "the net device claims " + std::to_string(np.ptrSupport));
+    CHECK(cp.ptrSupport == np.ptrSupport, "CollNet claims " + std::to_string(cp.ptrSupport) + ", the net " +
+                                              std::to_string(np.ptrSupport) + ": NCCL would keep CollNet's for both");
+    CHECK(coll.regMrDmaBuf != nullptr, "regMrDmaBuf is NULL while ptrSupport has NCCL_PTR_DMABUF");
+    char handles[2][NCCL_NET_HANDLE_MAXSIZE];
+    void* listens[2] = {nullptr, nullptr};
+    for (int r = 0; r < 2; r++) CHECK(coll.listen(cctx, 0, handles[r], &listens[r]) == ncclSuccess, "CollNet listen");
+    const int kCount = 300000, kIters = 5;
+    std::string errs[2];
+    std::thread heads[2];
+    for (int r = 0; r < 2; r++)
+      heads[r] = std::thread([&, r] {
+        std::string& e = errs[r];
+        if (braid_cuda_use_device(0)) return void(e = braid_cuda_why());  // the proxy thread's context
+        void* hs[2] = {handles[0], handles[1]};
+        void* cc = nullptr;
+        if (coll.connect(hs, 2, r, listens[r], &cc) != ncclSuccess || !cc) return void(e = "CollNet connect failed");
+        void *sg = nullptr, *rg = nullptr, *smh = nullptr, *rmh = nullptr;
+        size_t bytes = kCount * sizeof(float);
+        if (braid_cuda_alloc(&sg, bytes) || braid_cuda_alloc(&rg, bytes)) return void(e = braid_cuda_why());
+        int fd = -1;
+        if (coll.regMr(cc, sg, bytes, NCCL_PTR_CUDA, &smh) != ncclSuccess) return void(e = "CollNet regMr(CUDA) refused");
+        if (braid_cuda_dmabuf_export(rg, bytes, &fd) ||
+            coll.regMrDmaBuf(cc, rg, bytes, NCCL_PTR_CUDA, 0, fd, &rmh) != ncclSuccess)
+          return void(e = "CollNet regMrDmaBuf refused");
+        close(fd);
+        for (int it = 0; it < kIters && e.empty(); it++) {
+          std::vector<float> in(kCount), out(kCount);
+          for (int i = 0; i < kCount; i++) in[i] = (float)((i % 1000) * (r + 1) + it);
+          if (braid_cuda_htod(sg, in.data(), bytes)) return void(e = braid_cuda_why());
+          void* req = nullptr;
+          for (double end = Now() + 10; !req && Now() < end;)
+            if (coll.iallreduce(cc, sg, rg, kCount, ncclFloat32, ncclSum, smh, rmh, &req) != ncclSuccess)
+              return void(e = "iallreduce failed");
+          int done = 0, size = 0;
+          for (double end = Now() + 20; req && !done && Now() < end;)
+            if (coll.test(req, &done, &size) != ncclSuccess) return void(e = "CollNet test failed");
+          if (!done) return void(e = "the allreduce never completed");
+          if (braid_cuda_dtoh(out.data(), rg, bytes)) return void(e = braid_cuda_why());
+          for (int i = 0; i < kCount; i++)
+            if (out[i] != (float)((i % 1000) * 3 + 2 * it))
+              return void(e = "iteration " + std::to_string(it) + " element " + std::to_string(i) + ": " +
+                              std::to_string(out[i]) + " in GPU memory");
+          void* flush = nullptr;
+          if (coll.iflush(cc, rg, (int)bytes, rmh, &flush) != ncclSuccess || flush)
+            return void(e = "iflush of staged memory has something to wait for");
+        }
+        if (coll.deregMr(cc, smh) != ncclSuccess || coll.deregMr(cc, rmh) != ncclSuccess) return void(e = "deregMr");
+        if (coll.closeColl(cc) != ncclSuccess) e = "closeColl failed";
+      });
+    for (auto& t : heads) t.join();
+    for (int r = 0; r < 2; r++) CHECK(errs[r].empty(), "head " + std::to_string(r) + ": " + errs[r]);
+    for (int r = 0; r < 2; r++) coll.closeListen(listens[r]);
+    coll.finalize(cctx);
+    net.finalize(nctx);
+    for (auto* s : srv) ps_server_stop(s);
+    return std::string();
   });
 }
 
