@@ -304,8 +304,8 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
     }
     case ST_CONNECTING: {
       int rc = braid_sock_connected(k->fd[s]);
-      if (rc == 0) {
-        if (s > 0 && now > k->rail_deadline_ns) { /* a SYN into a black hole */
+      if (rc == 0) { /* a SYN into a black hole: BRAID_TIMEOUT_MS, not the kernel's SYN retries */
+        if (now > (s == 0 ? k->deadline_ns : k->rail_deadline_ns)) {
           errno = ETIMEDOUT;
           break;
         }

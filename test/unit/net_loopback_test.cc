@@ -18,6 +18,7 @@
 extern "C" {
 #include "nccl_plugin/net.h"
 #include "param.h"
+#include "wire/handle.h"
 #include "wire/wire.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;
 }
@@ -700,6 +701,55 @@ TEST_F(LoopbackStreams, SmallSendsStayOpenUntilTheReceiverHasThem) {
     int got = 0;
     if (q) { ASSERT_EQ(Wait(q, &got), ncclSuccess); }
   }
+}
+
+// A listener whose SYNs go unanswered (its accept queue full: the kernel drops further SYNs, as a
+// black-holed route or a dead host does): connect fails after BRAID_TIMEOUT_MS, not after the
+// kernel's SYN retries (over two minutes).
+TEST(NetConnect, UnansweredSynFailsAfterTheTimeout) {
+  setenv("BRAID_SOCKET_IFNAME", "lo", 1);
+  setenv("BRAID_TIMEOUT_MS", "1500", 1);
+  braid_params_reload();
+  void* ctx = nullptr;
+  ASSERT_EQ(net.init(&ctx, 1, nullptr, nullptr, nullptr), ncclSuccess);
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(bind(lfd, (sockaddr*)&a, sizeof a), 0);
+  ASSERT_EQ(listen(lfd, 0), 0);
+  ASSERT_EQ(getsockname(lfd, (sockaddr*)&a, &len), 0);
+  std::vector<int> fill;  // the accept queue (backlog 0 holds one) filled, never accepted
+  for (int i = 0; i < 3; i++) {
+    int f = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    connect(f, (sockaddr*)&a, sizeof a);
+    fill.push_back(f);
+  }
+  usleep(100000);
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* listen = nullptr;
+  ASSERT_EQ(net.listen(ctx, 0, handle, &listen), ncclSuccess);  // a real handle, then its address
+  braid_handle h;
+  char why[128];
+  ASSERT_EQ(braid_handle_decode(handle, &h, why, sizeof why), 0) << why;
+  memcpy(&h.addr, &a, sizeof a);
+  braid_handle_encode(&h, handle);
+  void* s = nullptr;
+  ncclResult_t rc = ncclSuccess;
+  double t0 = Now();
+  while (rc == ncclSuccess && !s && Now() < t0 + 20) rc = net.connect(ctx, 0, handle, &s, nullptr);
+  double took = Now() - t0;
+  EXPECT_NE(rc, ncclSuccess) << "connected to a listener that never answers";
+  EXPECT_EQ(s, nullptr);
+  EXPECT_GE(took, 1.4);
+  EXPECT_LT(took, 4.0) << "BRAID_TIMEOUT_MS=1500 not honoured while the SYN goes unanswered";
+  for (int f : fill) close(f);
+  close(lfd);
+  EXPECT_EQ(net.closeListen(listen), ncclSuccess);
+  EXPECT_EQ(net.finalize(ctx), ncclSuccess);
+  unsetenv("BRAID_TIMEOUT_MS");
+  braid_params_reload();
 }
 
 TEST(NetLifetime, FinalizeAcceptsNullAndHalfBuiltContexts) {
