@@ -169,21 +169,15 @@ struct braid_rx_side {
   uint64_t last_ack_ns;      /* when acknowledgements last went out */
 };
 
-/* Rejoin (comm/rejoin.c): both ends know the connection id and secret; the receiver keeps its
- * listening sockets, the sender where each rail goes. */
+/* Rejoin (comm/rejoin.c): both ends know the connection id and secret; the receiver holds its
+ * listen handle's gate (comm/gate.h), where rejoining streams arrive, the sender where each rail
+ * goes. */
+struct braid_gate;
 struct braid_rejoin_side {
   uint64_t conn_id;
   uint8_t secret[BRAID_SECRET_BYTES];
   int auth_mode; /* BRAID_AUTH_* agreed at set-up: rejoins prove themselves the same way */
-  int nlisten;
-  int listen_fd[17];
-  struct {
-    int fd;
-    uint8_t chal[BRAID_CHALLENGE_BYTES], hello[BRAID_HELLO_BYTES];
-    size_t got;
-    uint64_t deadline_ns;
-  } join[8];
-  int njoin;
+  struct braid_gate *gate;
   uint64_t next_join_ns;
   struct sockaddr_storage rail_addr[16];
   const struct braid_iface *rail_ifc[16];

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "comm/gate.h"
 #include "comm/hs.h"
 #include "log.h"
 #include "stripe/sched.h"
@@ -136,95 +137,31 @@ void braid_rejoin_connect(struct braid_comm *c, uint64_t now) {
 
 /* ---------- receiver ---------- */
 
-static void join_drop(struct braid_comm *c, int i, const char *why) {
-  BRAID_WARN("dropped a connection to a receive connection from %s: %s", c->peer, why);
-  close(c->rejoin.join[i].fd);
-  c->rejoin.join[i] = c->rejoin.join[--c->rejoin.njoin];
-}
-
-static void join_replace(struct braid_comm *c, int i, const struct braid_hello *h) {
-  struct braid_stream *s = &c->streams[h->stream];
+/* A rejoining stream, proven by the gate (with its own challenge, in this connection's shape and
+ * authentication), replaces the broken one. */
+static void join_replace(struct braid_comm *c, int stream, int fd) {
+  struct braid_stream *s = &c->streams[stream];
   braid_sock_stream_renew(s); /* a frame half read from the old socket is dropped */
   if (s->fd >= 0) close(s->fd);
-  s->fd = c->rejoin.join[i].fd;
-  c->rejoin.join[i] = c->rejoin.join[--c->rejoin.njoin];
+  s->fd = fd;
   braid_sock_tune(s->fd);
   s->frames_recvd = s->frames_ack_sent = 0;
   s->eof = s->dead = false;
-  BRAID_WARN("receive stream %d (rail %d, %s) from %s rejoined", (int)h->stream, s->rail,
-             s->rail_name, c->peer);
-}
-
-/* A rejoin hello proven (with this attempt's challenge: a recorded one fails), naming a stream of
- * this connection in its shape: the sender is told, then the stream replaced. */
-static void join_check(struct braid_comm *c, int i, uint64_t now) {
-  int rc = braid_hs_recv(c->rejoin.join[i].fd, c->rejoin.join[i].hello, BRAID_HELLO_BYTES, &c->rejoin.join[i].got);
-  if (rc < 0) return join_drop(c, i, "closed before completing its hello");
-  if (rc == 0) {
-    if (now > c->rejoin.join[i].deadline_ns) join_drop(c, i, "sent no hello in time");
-    return;
-  }
-  struct braid_hello h = {0};
-  char why[256];
-  int status = braid_hs_hello_check(c->rejoin.secret, 0, c->rejoin.auth_mode, c->rejoin.join[i].chal, c->rejoin.join[i].hello,
-                                    &h, why, sizeof why);
-  int nbackup = c->nrails - c->nprimary;
-  if (status == BRAID_REPLY_OK &&
-      (h.conn_id != c->rejoin.conn_id || !(h.flags & BRAID_HELLO_REJOIN) || h.stream >= c->nstreams ||
-       h.nrails != c->nrails || h.per_rail * h.nrails != c->nstreams || h.nbackup != nbackup)) {
-    snprintf(why, sizeof why, "not a stream of this connection (%s%s%s, %u per rail on %u rails "
-             "where this connection has %d on %d)", h.conn_id != c->rejoin.conn_id ? "other connection " : "",
-             !(h.flags & BRAID_HELLO_REJOIN) ? "not a rejoin " : "",
-             h.stream >= c->nstreams ? "stream index out of range" : "", h.per_rail, h.nrails,
-             c->nstreams / c->nrails, c->nrails);
-    status = BRAID_REPLY_STREAM;
-  }
-  uint8_t reply[BRAID_REPLY_BYTES];
-  size_t len = braid_hs_reply(c->rejoin.secret, status, c->rejoin.join[i].chal, c->rejoin.join[i].hello, NULL, 0, reply),
-         sent = 0;
-  if (braid_hs_send(c->rejoin.join[i].fd, reply, len, &sent) != 1 && status == BRAID_REPLY_OK) {
-    snprintf(why, sizeof why, "could not send its reply");
-    status = BRAID_REPLY_STREAM;
-  }
-  if (status != BRAID_REPLY_OK) return join_drop(c, i, why);
-  join_replace(c, i, &h);
-}
-
-/* A new connection on a rejoin listener: challenged at once.  When every slot is taken the one
- * closest to its deadline makes room, so connections that never say anything cannot keep a real
- * rejoin out for longer than JOIN_HELLO_WAIT_NS. */
-static void join_new(struct braid_comm *c, int fd, uint64_t now) {
-  if (c->rejoin.njoin == 8) {
-    int oldest = 0;
-    for (int i = 1; i < c->rejoin.njoin; i++)
-      if (c->rejoin.join[i].deadline_ns < c->rejoin.join[oldest].deadline_ns) oldest = i;
-    join_drop(c, oldest, "too many rejoins without a hello");
-  }
-  int i = c->rejoin.njoin++;
-  c->rejoin.join[i].fd = fd;
-  c->rejoin.join[i].got = 0;
-  c->rejoin.join[i].deadline_ns = now + JOIN_HELLO_WAIT_NS;
-  size_t sent = 0;
-  if (braid_hs_challenge(c->rejoin.join[i].chal) != 0)
-    join_drop(c, i, "no randomness for its challenge");
-  else if (braid_hs_send(fd, c->rejoin.join[i].chal, sizeof c->rejoin.join[i].chal, &sent) != 1)
-    join_drop(c, i, "could not send the challenge");
+  BRAID_WARN("receive stream %d (rail %d, %s) from %s rejoined", stream, s->rail, s->rail_name, c->peer);
 }
 
 void braid_rejoin_accept(struct braid_comm *c, uint64_t now) {
-  if (!c->rejoin.nlisten || now < c->rejoin.next_join_ns) return;
+  if (!c->rejoin.gate || now < c->rejoin.next_join_ns) return;
   c->rejoin.next_join_ns = now + JOIN_ACCEPT_EVERY_NS;
-  for (int r = 0; r < c->rejoin.nlisten; r++) {
-    int fd;
-    while ((fd = accept4(c->rejoin.listen_fd[r], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
-      join_new(c, fd, now);
-  }
-  for (int i = c->rejoin.njoin - 1; i >= 0; i--) join_check(c, i, now);
+  int stream, fd;
+  while (braid_gate_rejoin(c->rejoin.gate, c->rejoin.conn_id, &stream, &fd)) join_replace(c, stream, fd);
 }
 
 void braid_rejoin_free(struct braid_comm *c) {
-  for (int r = 0; r < c->rejoin.nlisten; r++) close(c->rejoin.listen_fd[r]);
-  for (int i = 0; i < c->rejoin.njoin; i++) close(c->rejoin.join[i].fd);
+  if (c->rejoin.gate) {
+    braid_gate_leave(c->rejoin.gate, c->rejoin.conn_id);
+    braid_gate_unref(c->rejoin.gate);
+    c->rejoin.gate = NULL;
+  }
   for (int i = 0; c->streams && i < c->nstreams; i++) join_end_attempt(&c->streams[i]);
-  c->rejoin.nlisten = c->rejoin.njoin = 0;
 }

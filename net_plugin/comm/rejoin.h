@@ -1,7 +1,8 @@
 /* Rejoin: a stream that broke for good (reset, user timeout) or never connected at set-up is
  * reconnected later, so its rail comes back instead of staying down for the connection's life.
  *
- * The receiver keeps its per-rail listening sockets (taken over from the listen comm at accept);
+ * The receiver takes rejoining streams from its listen handle's gate (comm/gate.h: it outlives the
+ * listen comm, and proves each stream as set-up does);
  * the sender reconnects from the rail's own NIC with a hello carrying the connection id, the
  * stream index and BRAID_HELLO_REJOIN, backing off between attempts.  Both ends then restart the
  * stream's frame counts from zero; the rail is probed and re-admitted by the scheduler. */

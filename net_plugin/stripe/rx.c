@@ -367,7 +367,7 @@ static void rx_send_acks(struct braid_comm *c) {
 }
 
 ncclResult_t braid_rx_progress(struct braid_comm *c, bool read) {
-  if (c->rejoin.nlisten && read) braid_rejoin_accept(c, braid_now_ns());
+  if (c->rejoin.gate && read) braid_rejoin_accept(c, braid_now_ns());
   int closed = 0;
   for (int i = 0; i < c->nstreams && !c->err; i++) {
     c->sops->rx(c, &c->streams[i], read);

@@ -752,6 +752,74 @@ TEST(NetConnect, UnansweredSynFailsAfterTheTimeout) {
   braid_params_reload();
 }
 
+// Other consumers of the net API accept several connections on one listen comm.  Whether that
+// works must not depend on the stream count (with more than one stream the listening sockets used
+// to move into the first connection, for its rejoins): three connections on one listen comm, each
+// carrying data before and after the listen comm is closed; then a connect to the closed listen
+// comm's handle fails with the reason (refused, or no listener), within BRAID_TIMEOUT_MS.
+TEST(NetListen, OneListenCommAcceptsSeveralConnectionsWhateverTheStreams) {
+  for (const char* nstreams : {"1", "2", "4"}) {
+    SCOPED_TRACE(std::string("BRAID_NSTREAMS=") + nstreams);
+    setenv("BRAID_SOCKET_IFNAME", "lo", 1);
+    setenv("BRAID_NSTREAMS", nstreams, 1);
+    setenv("BRAID_TIMEOUT_MS", "3000", 1);
+    braid_params_reload();
+    void* ctx = nullptr;
+    ASSERT_EQ(net.init(&ctx, 1, nullptr, nullptr, nullptr), ncclSuccess);
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    void* listen = nullptr;
+    ASSERT_EQ(net.listen(ctx, 0, handle, &listen), ncclSuccess);
+    std::vector<void*> s(3, nullptr), r(3, nullptr);
+    for (int k = 0; k < 3; k++) {
+      char h[NCCL_NET_HANDLE_MAXSIZE];
+      memcpy(h, handle, sizeof h);  // each connect keeps its state in its own copy
+      for (double end = Now() + 5; (!s[k] || !r[k]) && Now() < end;) {
+        if (!s[k]) { ASSERT_EQ(net.connect(ctx, 0, h, &s[k], nullptr), ncclSuccess); }
+        if (!r[k]) { ASSERT_EQ(net.accept(listen, &r[k], nullptr), ncclSuccess); }
+      }
+      ASSERT_TRUE(s[k] && r[k]) << "connection " << k << " on the same listen comm";
+    }
+    auto exchange = [&](int round) {
+      for (int k = 0; k < 3; k++) {
+        std::vector<char> out = Pattern(100000 + 777 * k, round * 3 + k), in(out.size());
+        void* data = in.data();
+        size_t size = in.size();
+        int tag = 9;
+        void *rq = nullptr, *sq = nullptr;
+        ASSERT_EQ(net.irecv(r[k], 1, &data, &size, &tag, nullptr, nullptr, &rq), ncclSuccess);
+        for (double end = Now() + 5; !sq && Now() < end;)
+          ASSERT_EQ(net.isend(s[k], out.data(), out.size(), 9, nullptr, nullptr, &sq), ncclSuccess);
+        int sd = 0, rd = 0, sz = 0;
+        for (double end = Now() + 5; (!sd || !rd) && Now() < end;) {
+          if (!sd) { ASSERT_EQ(net.test(sq, &sd, &sz), ncclSuccess); }
+          if (!rd) { ASSERT_EQ(net.test(rq, &rd, &sz), ncclSuccess); }
+        }
+        ASSERT_TRUE(sd && rd) << "connection " << k << " round " << round;
+        EXPECT_EQ(in, out) << "connection " << k << " round " << round;
+      }
+    };
+    exchange(0);
+    ASSERT_EQ(net.closeListen(listen), ncclSuccess);
+    exchange(1);
+    char h[NCCL_NET_HANDLE_MAXSIZE];
+    memcpy(h, handle, sizeof h);
+    void* late = nullptr;
+    ncclResult_t rc = ncclSuccess;
+    double t0 = Now();
+    while (rc == ncclSuccess && !late && Now() < t0 + 10) rc = net.connect(ctx, 0, h, &late, nullptr);
+    EXPECT_NE(rc, ncclSuccess) << "a connect to a closed listen comm succeeded";
+    EXPECT_LT(Now() - t0, 4.5) << "a connect to a closed listen comm must fail within BRAID_TIMEOUT_MS";
+    for (int k = 0; k < 3; k++) {
+      EXPECT_EQ(net.closeSend(s[k]), ncclSuccess);
+      EXPECT_EQ(net.closeRecv(r[k]), ncclSuccess);
+    }
+    EXPECT_EQ(net.finalize(ctx), ncclSuccess);
+  }
+  unsetenv("BRAID_NSTREAMS");
+  unsetenv("BRAID_TIMEOUT_MS");
+  braid_params_reload();
+}
+
 TEST(NetLifetime, FinalizeAcceptsNullAndHalfBuiltContexts) {
   EXPECT_EQ(ncclNetPlugin_v11.finalize(nullptr), ncclSuccess);
 }

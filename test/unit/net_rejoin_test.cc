@@ -20,6 +20,8 @@
 
 extern "C" {
 #include "comm/comm.h"
+#include "comm/gate.h"
+#include "comm/hs.h"
 #include "comm/life.h"
 #include "topo/ifaces.h"
 #include "log.h"
@@ -61,14 +63,18 @@ class Rejoin : public ::testing::Test {
         c->streams[s].rail_name = "lo";
       }
     }
-    // The receiver's per-rail listening sockets; the sender's rails point at them.
-    rx_->rejoin.nlisten = kRails;
+    // The receiver's gate (a listening socket per rail, the listen handle's secret), with the
+    // connection registered as accept registers it; the sender's rails point at its sockets.
+    dev_.nrails = kRails;
+    for (int r = 0; r < kRails; r++) dev_.rail[r] = &lo_;
+    braid_gate* g = braid_gate_open(&dev_, 0, braid_hs_caps());
+    ASSERT_NE(g, nullptr);
+    braid_gate_member m = {rx_->rejoin.conn_id, kStreams, kRails, 0, rx_->rejoin.auth_mode};
+    braid_gate_join(g, &m);
+    rx_->rejoin.gate = g;
+    for (braid_comm* c : {tx_, rx_}) memcpy(c->rejoin.secret, braid_gate_secret(g), BRAID_SECRET_BYTES);
     for (int r = 0; r < kRails; r++) {
-      sockaddr_in a;
-      int fd = wire_watch::ListenLoopback(&a, 16);
-      ASSERT_GE(fd, 0) << strerror(errno);
-      memcpy(&tx_->rejoin.rail_addr[r], &a, sizeof a);
-      rx_->rejoin.listen_fd[r] = fd;
+      tx_->rejoin.rail_addr[r] = *braid_gate_rail_addr(g, r);
       tx_->rejoin.rail_ifc[r] = &lo_;
     }
     // Every stream connected (socket pairs stand in for the set-up's TCP streams) but one.
@@ -126,6 +132,7 @@ class Rejoin : public ::testing::Test {
 
   static constexpr int kDead = 21;  // rail 5, its third stream: index past 16
   braid_iface lo_{};
+  braid_device dev_{};
   braid_comm* tx_ = nullptr;
   braid_comm* rx_ = nullptr;
   int old_rx_fd_ = -1;
