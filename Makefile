@@ -95,6 +95,7 @@ include tools/sim/build.mk
 include tools/compat/build.mk
 include tools/config-doc/build.mk
 include test/gpu_stage/build.mk
+include test/consumer/build.mk
 
 # braid-tune (tools/tune): the tuner's library, cairo for --png.
 TUNE_SRCS    = $(wildcard tools/tune/*.c)

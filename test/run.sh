@@ -47,7 +47,8 @@ suite build make -j"$JOBS" all build/unit-tests build/gpu-stage-tests build/libn
 suite build-sanitized make -j"$JOBS" SAN=1 OPT=-O1 BUILD=build/san build/san/libnccl-net-braid.so \
   build/san/braid-perf build/san/unit-tests build/san/libnccl-net-braidtrace.so build/san/braid-trace-shape \
   build/san/libnccl-net-chaos.so build/san/braid-ps build/san/libnccl-net-collshm.so \
-  build/san/braid-tune build/san/libnccl-tuner-braid.so build/san/braid-verbs-conn-test build/san/gpu-stage-tests
+  build/san/braid-tune build/san/libnccl-tuner-braid.so build/san/braid-verbs-conn-test build/san/gpu-stage-tests \
+  build/san/net-consumer
 suite build-tsan make -j"$JOBS" SAN=thread OPT=-O1 BUILD=build/tsan build/tsan/threads-test build/tsan/braid-ps
 suite threads-tsan env TSAN_OPTIONS=halt_on_error=1 ./build/tsan/threads-test
 suite unit env BRAID_PLUGIN_PATH=build/libnccl-net-braid.so ./build/unit-tests
@@ -61,6 +62,9 @@ suite source-layers tools/check/layers.sh
 suite source-paths tools/check/paths.sh
 suite integration ./test/integration/run.sh build
 suite integration-sanitized ./test/integration/run.sh build/san
+# The plugin as other consumers use it (test/consumer): every transport, three ranks.
+suite consumer ./test/consumer/run.sh build
+suite consumer-sanitized ./test/consumer/run.sh build/san
 suite collnet ./test/integration/collnet_test.sh build
 suite collnet-sanitized ./test/integration/collnet_test.sh build/san
 # The servers under ThreadSanitizer, in the cases where they work concurrently.
