@@ -8,7 +8,9 @@
  *   - run several rings at once over their own connections.
  * Every message carries its own data pattern and is checked.
  *
- *   net-consumer [-n RANKS] [-i ITERS] [-v ABI] [PLUGIN]   (default build/libnccl-net-braid.so, 3, 20)
+ *   net-consumer [-n RANKS] [-i ITERS] [-v ABI] [-I IF0;IF1;...] [PLUGIN]
+ *     (default build/libnccl-net-braid.so, 3 ranks, 20 iterations; -I: each rank's
+ *     BRAID_SOCKET_IFNAME, e.g. one node's rails per rank)
  * The plugin's own variables choose what it does (BRAID_TRANSPORT, BRAID_NSTREAMS, ...).  Prints
  * "ok CASE" or "FAIL CASE: why" per case and exits 1 on a failure. */
 #include <errno.h>
@@ -380,13 +382,16 @@ static int rank_main(int max_version, const char *plugin) {
 
 int main(int argc, char **argv) {
   int opt, max_version = 0;
+  const char *ifnames = NULL;
   nranks = 3, iters = 20;
-  while ((opt = getopt(argc, argv, "n:i:v:h")) != -1) {
+  while ((opt = getopt(argc, argv, "n:i:v:I:h")) != -1) {
     if (opt == 'n') nranks = atoi(optarg);
     else if (opt == 'i') iters = atoi(optarg);
     else if (opt == 'v') max_version = atoi(optarg);
+    else if (opt == 'I') ifnames = optarg;
     else {
-      fprintf(stderr, "usage: net-consumer [-n RANKS (2..%d)] [-i ITERS] [-v ABI] [PLUGIN]\n", MAX_RANKS);
+      fprintf(stderr, "usage: net-consumer [-n RANKS (2..%d)] [-i ITERS] [-v ABI] [-I IF0;IF1;...] [PLUGIN]\n",
+              MAX_RANKS);
       return opt == 'h' ? 0 : 2;
     }
   }
@@ -408,6 +413,13 @@ int main(int argc, char **argv) {
     pids[k] = fork();
     if (pids[k] == 0) {
       rank = k;
+      for (const char *p = ifnames; p; p = strchr(p, ';') ? strchr(p, ';') + 1 : NULL)
+        if (k-- == 0) {
+          char ifc[128];
+          snprintf(ifc, sizeof ifc, "%.*s", (int)strcspn(p, ";"), p);
+          setenv("BRAID_SOCKET_IFNAME", ifc, 1);
+          break;
+        }
       alarm(600); /* a hang is a failure, never a stuck test run */
       _exit(rank_main(max_version, plugin));
     }

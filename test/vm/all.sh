@@ -9,7 +9,7 @@
 # and prints "vm: NAME passed (S s)" or "vm: FAIL: NAME ..." with the end of that test's output.
 # Booting the guest under TCG takes about 20 s, once instead of once per test.
 #   test/vm/all.sh [NAME...]     NAME: smoke verbs-probe verbs-ep verbs-conn verbs-conn-sanitized
-#                                verbs-perf verbs-gpu (default: all, in that order)
+#                                verbs-perf verbs-gpu consumer-verbs (default: all, in that order)
 # Prints "vm: skipped (REASON)" and exits 77 where no guest can be booted (as test/vm/smoke.sh).
 #   (environment: BRAID_VM_CACHE, BRAID_VM_ACCEL)
 set -euo pipefail
@@ -26,6 +26,7 @@ all=(
   "verbs-conn-sanitized verbs_conn_test.sh BUILD=build/san SAN=1 OPT=-O1"
   "verbs-perf verbs_perf_test.sh"
   "verbs-gpu verbs_gpu_test.sh"
+  "consumer-verbs consumer_test.sh"
 )
 names=()
 for t in "${all[@]}"; do names+=("${t%% *}"); done
