@@ -41,6 +41,7 @@ struct listen_partial {
   uint64_t conn_id;
   enum braid_transport transport; /* the connector's choice for this connection (its hello) */
   int auth;                       /* BRAID_AUTH_* of its hellos */
+  struct braid_tclass cls;        /* the traffic class its hellos name (transport/tclass.h) */
   int nstreams, count, nrails, nprimary;
   uint64_t first_ns;
   int fds[BRAID_MAX_STREAMS * BRAID_MAX_RAILS];
@@ -198,7 +199,7 @@ static struct listen_partial *listen_hello(struct braid_listen *l, int i, uint64
     *dropped = 0;
     return NULL;
   }
-  struct braid_hello h;
+  struct braid_hello h = {0};
   char why[256];
   int status = braid_hs_hello_check(l->secret, l->caps, -1, p->chal, p->hello, &h, why, sizeof why);
   /* The connector chose the transport from ours (in the handle) and its own. */
@@ -222,11 +223,16 @@ static struct listen_partial *listen_hello(struct braid_listen *l, int i, uint64
     snprintf(why, sizeof why, "inconsistent stream numbering");
     status = BRAID_REPLY_STREAM;
   }
-  if (c && c->count == 1) c->transport = theirs, c->auth = h.auth;
-  else if (c && (c->transport != theirs || c->auth != h.auth)) {
-    snprintf(why, sizeof why, "streams of one connection on two transports or authentications");
+  /* The connector chose the class; this end applies it (tclass.h), from the reply on. */
+  struct braid_tclass cls = {h.flags & BRAID_HELLO_TC ? h.tc : BRAID_TCLASS_UNDEF,
+                             h.flags & BRAID_HELLO_SL ? h.sl : BRAID_TCLASS_UNDEF};
+  if (c && c->count == 1) c->transport = theirs, c->auth = h.auth, c->cls = cls;
+  else if (c && (c->transport != theirs || c->auth != h.auth || c->cls.tc != cls.tc || c->cls.sl != cls.sl)) {
+    snprintf(why, sizeof why, "streams of one connection on two transports, authentications or "
+             "traffic classes");
     status = BRAID_REPLY_STREAM;
   }
+  if (status == BRAID_REPLY_OK) braid_sock_set_class(p->fd, cls.tc);
   uint8_t reply[BRAID_REPLY_BYTES + sizeof l->raillist];
   size_t len = braid_hs_reply(l->secret, status, p->chal, p->hello, h.stream == 0 ? l->raillist : NULL,
                               l->raillist_len, reply), sent = 0;
@@ -257,11 +263,16 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct listen_partial 
   }
   rc->rejoin.conn_id = c->conn_id;
   rc->ofi = c->transport == BRAID_TRANSPORT_OFI;
+  rc->cls = c->cls;
+  braid_tclass_announce(&rc->cls, c->transport, false);
   if (c->transport == BRAID_TRANSPORT_VERBS) rc->path = &braid_verbs_path;
   memcpy(rc->rejoin.secret, l->secret, sizeof rc->rejoin.secret);
   rc->rejoin.auth_mode = c->auth;
   if (c->nstreams > 1 && c->transport == BRAID_TRANSPORT_SOCKET) { /* sockets stay, for rejoins */
-    for (int r = 0; r < l->nfd; r++) rc->rejoin.listen_fd[r] = l->fd[r], l->fd[r] = -1;
+    for (int r = 0; r < l->nfd; r++) {
+      rc->rejoin.listen_fd[r] = l->fd[r], l->fd[r] = -1;
+      braid_sock_set_class(rc->rejoin.listen_fd[r], rc->cls.tc); /* rejoins' SYN-ACKs: accepted sockets inherit it */
+    }
     rc->rejoin.nlisten = l->nfd;
   }
   if (c->count < c->nstreams)
