@@ -76,6 +76,8 @@ suite perf-check-can-fail env BUILD=build tools/perf/test/check_test.sh
 suite perf-check-can-fail-sanitized env BUILD=build/san tools/perf/test/check_test.sh
 suite perf-mem env BUILD=build tools/perf/test/mem_test.sh refuse
 suite perf-mem-sanitized env BUILD=build/san tools/perf/test/mem_test.sh refuse
+suite perf-tclass env BUILD=build tools/perf/test/tclass_test.sh
+suite perf-tclass-sanitized env BUILD=build/san tools/perf/test/tclass_test.sh
 suite loads-anywhere ./test/integration/loads_anywhere_test.sh build
 suite loads-anywhere-sanitized ./test/integration/loads_anywhere_test.sh build/san
 suite tuner-driver env BUILD=build tools/perf/test/tuner_smoke.sh

@@ -115,17 +115,19 @@ static ncclResult_t listen_old(int dev, void *handle, void **lc) {
 }
 static ncclResult_t connect_old(int dev, void *handle, void **sc, ncclNetDeviceHandle_v7_t **dc) {
   (void)dc;
-  return braid_net_connect(NULL, dev, handle, sc);
+  return braid_net_connect(NULL, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, sc);
 }
+/* NCCL 2.26/2.27 pass the communicator's trafficClass with every connect (v11 moved it to init). */
 static ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t *config, void *handle, void **sc,
                                 ncclNetDeviceHandle_v10_t **dc) {
-  (void)config, (void)dc;
-  return braid_net_connect(NULL, dev, handle, sc);
+  (void)dc;
+  return braid_net_connect(NULL, dev, config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF,
+                           handle, sc);
 }
 static ncclResult_t connect_ctx(void *ctx, int dev, void *handle, void **sc,
                                 ncclNetDeviceHandle_v11_t **dc) {
   (void)dc;
-  return braid_net_connect(ctx, dev, handle, sc);
+  return braid_net_connect(ctx, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, sc);
 }
 static ncclResult_t accept_any(void *lc, void **rc, ncclNetDeviceHandle_v7_t **dc) {
   (void)dc;

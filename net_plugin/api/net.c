@@ -24,6 +24,7 @@
 #include "nccl_plugin/net.h"
 #include "param.h"
 #include "comm/setup.h"
+#include "transport/tclass.h"
 #include "transport/transport.h"
 
 const char braid_plugin_name[] = "braid";
@@ -34,7 +35,7 @@ const char braid_plugin_name[] = "braid";
 struct braid_ctx {
   uint32_t magic;
   uint64_t comm_id;
-  int traffic_class;
+  int traffic_class; /* NCCL's, for its communicator's connections (transport/tclass.h) */
 };
 
 struct braid_mr {
@@ -50,6 +51,7 @@ ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
                             ncclDebugLogger_t logger, const char *abi) {
   if (ctx) *ctx = NULL;
   braid_log_set_logger(logger);
+  if (braid_tclass_check(traffic_class, "init")) return ncclInvalidArgument;
   int ndevs;
   ncclResult_t rc = braid_devtable_load(BRAID_VIEW_NET, &ndevs);
   if (rc) return rc;
@@ -120,7 +122,7 @@ ncclResult_t braid_net_listen(void *ctx, int dev, void *handle, void **listen_co
   return braid_setup_listen(d, dev, handle, listen_comm);
 }
 
-ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_comm) {
+ncclResult_t braid_net_connect(void *ctx, int dev, int traffic_class, void *handle, void **send_comm) {
   *send_comm = NULL;
   const struct braid_device *d = braid_devtable_get(BRAID_VIEW_NET, dev);
   if (!d) return ncclInvalidArgument;
@@ -128,7 +130,14 @@ ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_com
     BRAID_WARN("connect() with a NULL handle");
     return ncclInvalidArgument;
   }
-  return braid_setup_connect(ctx, d, dev, handle, send_comm);
+  const struct braid_ctx *c = ctx;
+  if (c && c->magic != CTX_MAGIC) {
+    BRAID_WARN("connect() on an invalid context %p", ctx);
+    return ncclInvalidArgument;
+  }
+  if (c) traffic_class = c->traffic_class; /* checked by init */
+  else if (braid_tclass_check(traffic_class, "connect")) return ncclInvalidArgument;
+  return braid_setup_connect(ctx, traffic_class, d, dev, handle, send_comm);
 }
 
 ncclResult_t braid_net_accept(void *listen_comm, void **recv_comm) {

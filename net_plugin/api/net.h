@@ -12,14 +12,19 @@
 /* The table name NCCL sees (and matches NCCL_NET against). */
 extern const char braid_plugin_name[];
 
-/* abi: "ncclNetPlugin_v11" etc., for the INFO line naming the version NCCL picked. */
+/* abi: "ncclNetPlugin_v11" etc., for the INFO line naming the version NCCL picked.
+ * traffic_class: the communicator's (v11+ init's config; -1, NCCL_NET_TRAFFIC_CLASS_UNDEF, when
+ * it sets none or the version passes none), kept in *ctx for its connects; a value outside
+ * -1..255 fails the init (ncclInvalidArgument). */
 ncclResult_t braid_net_init(void **ctx, uint64_t comm_id, int traffic_class,
                             ncclDebugLogger_t logger, const char *abi);
 ncclResult_t braid_net_finalize(void *ctx);
 ncclResult_t braid_net_devices(int *ndev);
 ncclResult_t braid_net_get_properties(int dev, struct braid_props *p);
 ncclResult_t braid_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
-ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_comm);
+/* traffic_class: what the call itself carries (v10's connect config), -1 when nothing does; a
+ * context (v11+) brings its communicator's instead. */
+ncclResult_t braid_net_connect(void *ctx, int dev, int traffic_class, void *handle, void **send_comm);
 ncclResult_t braid_net_accept(void *listen_comm, void **recv_comm);
 ncclResult_t braid_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 /* regMrDmaBuf: fd -1 registers as regMr does; else the fd (NCCL's, closed after the call) is

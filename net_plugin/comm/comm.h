@@ -13,6 +13,7 @@
 #include "nccl_plugin/common.h"
 #include "topo/ifaces.h"
 #include "transport/stream.h"
+#include "transport/tclass.h"
 #include "wire/wire.h"
 
 #define BRAID_RECV_REQS 32            /* NCCL_NET_MAX_REQUESTS */
@@ -194,6 +195,7 @@ struct braid_comm {
   int nstreams;
   bool acks;    /* several streams: chunks acknowledged, re-sent when a stream fails */
   bool ofi;     /* the streams' data goes over libfabric endpoints (ofi_stream.h) */
+  struct braid_tclass cls; /* its traffic class, both ends (transport/tclass.h) */
   /* how its data moves */
   const struct braid_path_ops *path; /* (path.h) */
   void *path_state;                   /* the path's own state (the verbs path's) */

@@ -44,6 +44,7 @@ struct braid_connect {
   struct braid_handle peer;
   bool ofi;   /* this connection's data goes over libfabric */
   bool verbs; /* ... over verbs */
+  struct braid_tclass cls; /* the connection's traffic class, both ends (transport/tclass.h) */
   int caps, mode; /* this node's BRAID_CAPS_*, the connection's BRAID_AUTH_* */
   struct braid_raillist rails;
   uint8_t list[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];
@@ -105,8 +106,8 @@ static void connect_set_stage(void *handle, struct braid_connect *k) {
   memcpy((uint8_t *)handle + BRAID_HANDLE_STAGE_OFF, &st, sizeof st);
 }
 
-static ncclResult_t connect_start(void *owner, const struct braid_device *device, int dev,
-                                  void *handle, struct braid_connect **out) {
+static ncclResult_t connect_start(void *owner, int traffic_class, const struct braid_device *device,
+                                  int dev, void *handle, struct braid_connect **out) {
   struct braid_handle h;
   char why[160];
   if (braid_handle_decode(handle, &h, why, sizeof why) != 0) {
@@ -174,6 +175,11 @@ static ncclResult_t connect_start(void *owner, const struct braid_device *device
   k->peer = h;
   k->ofi = mine == theirs && mine == BRAID_TRANSPORT_OFI;
   k->verbs = mine == theirs && mine == BRAID_TRANSPORT_VERBS;
+  enum braid_transport used = k->ofi     ? BRAID_TRANSPORT_OFI
+                              : k->verbs ? BRAID_TRANSPORT_VERBS
+                                         : BRAID_TRANSPORT_SOCKET;
+  k->cls = braid_tclass_of(traffic_class, used); /* the accepting end takes it from the hello */
+  braid_tclass_announce(&k->cls, used, true);
   k->per_rail = k->verbs ? 1 : (int)braid_param_int(BRAID_P_NSTREAMS); /* verbs stripes itself */
   if (!k->ofi && !k->verbs && !braid_param_from(BRAID_P_NSTREAMS)) {
     /* Sockets with helper threads: a stream for each (a helper owns whole sockets).  Decided
@@ -230,6 +236,8 @@ static ncclResult_t connect_make_hello(struct braid_connect *k, int s) {
                               .nbackup = (uint16_t)(k->device->backup != NULL)};
   if (k->ofi) hello.flags |= BRAID_HELLO_OFI;
   if (k->verbs) hello.flags |= BRAID_HELLO_VERBS;
+  if (k->cls.tc >= 0) hello.flags |= BRAID_HELLO_TC, hello.tc = (uint8_t)k->cls.tc;
+  if (k->cls.sl >= 0) hello.flags |= BRAID_HELLO_SL, hello.sl = (uint8_t)k->cls.sl;
   char why[160];
   if (braid_hs_hello(k->peer.secret, k->mode, k->caps, k->hs[s].chal, &hello, k->hs[s].hello, why,
                      sizeof why) != 0)
@@ -294,6 +302,7 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
       if (now < k->retry_at_ns) return ncclSuccess;
       k->fd[s] = braid_sock_open(connect_local(k, s));
       if (k->fd[s] < 0) return ncclSystemError;
+      braid_sock_set_class(k->fd[s], k->cls.tc); /* before connect: the SYN is marked too */
       const struct sockaddr_storage *to = connect_target(k, s);
       socklen_t len = to->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
       if (connect(k->fd[s], (const struct sockaddr *)to, len) == 0 || errno == EINPROGRESS) {
@@ -393,6 +402,7 @@ static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
   c->nprimary = k->nprimary;
   c->rejoin.conn_id = k->conn_id;
   c->ofi = k->ofi;
+  c->cls = k->cls;
   if (k->verbs) c->path = &braid_verbs_path;
   memcpy(c->rejoin.secret, k->peer.secret, sizeof c->rejoin.secret);
   c->rejoin.auth_mode = k->mode;
@@ -415,12 +425,12 @@ static ncclResult_t connect_finish(struct braid_connect *k, void **send_comm) {
   return ncclSuccess;
 }
 
-ncclResult_t braid_setup_connect(void *owner, const struct braid_device *device, int dev,
-                                 void *handle, void **send_comm) {
+ncclResult_t braid_setup_connect(void *owner, int traffic_class, const struct braid_device *device,
+                                 int dev, void *handle, void **send_comm) {
   *send_comm = NULL;
   struct braid_connect *k = connect_from_stage(handle);
   if (!k) {
-    ncclResult_t rc = connect_start(owner, device, dev, handle, &k);
+    ncclResult_t rc = connect_start(owner, traffic_class, device, dev, handle, &k);
     if (rc) return rc;
     connect_set_stage(handle, k);
   }

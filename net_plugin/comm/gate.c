@@ -174,6 +174,8 @@ static int gate_file_setup(struct braid_gate *g, struct gate_pending *p, const s
              "set BRAID_TRANSPORT alike on every node", braid_transport_word(mine));
     return BRAID_REPLY_TRANSPORT;
   }
+  struct braid_tclass cls = {h->flags & BRAID_HELLO_TC ? h->tc : BRAID_TCLASS_UNDEF,
+                             h->flags & BRAID_HELLO_SL ? h->sl : BRAID_TCLASS_UNDEF};
   int mine_rails = g->device->nrails, theirs_rails = h->nrails - h->nbackup;
   int primary = theirs_rails < mine_rails ? theirs_rails : mine_rails;
   int rails = primary + (h->nbackup && g->device->backup);
@@ -195,6 +197,7 @@ static int gate_file_setup(struct braid_gate *g, struct gate_pending *p, const s
     c->nprimary = primary;
     c->transport = theirs;
     c->auth = h->auth;
+    c->cls = cls;
     for (int i = 0; i < total; i++) c->fds[i] = -1;
     memcpy(c->peer, p->peer, sizeof c->peer);
   }
@@ -202,10 +205,11 @@ static int gate_file_setup(struct braid_gate *g, struct gate_pending *p, const s
     snprintf(why, whylen, "inconsistent stream numbering");
     return BRAID_REPLY_STREAM;
   }
-  if (c->transport != theirs || c->auth != h->auth) {
-    snprintf(why, whylen, "streams of one connection on two transports or authentications");
+  if (c->transport != theirs || c->auth != h->auth || c->cls.tc != cls.tc || c->cls.sl != cls.sl) {
+    snprintf(why, whylen, "streams of one connection on two transports, authentications or traffic classes");
     return BRAID_REPLY_STREAM;
   }
+  braid_sock_set_class(p->fd, cls.tc); /* the connector chose the class: this end applies it, from the reply on */
   c->fds[h->stream] = p->fd;
   c->count++;
   return BRAID_REPLY_OK;

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 
 #include "topo/devices.h"
+#include "transport/tclass.h"
 #include "transport/transport.h"
 #include "wire/handle.h"
 
@@ -38,6 +39,7 @@ struct braid_gate_setup {
   uint64_t conn_id;
   enum braid_transport transport; /* the connector's choice (its hellos) */
   int auth;                       /* BRAID_AUTH_* of its hellos */
+  struct braid_tclass cls;        /* the traffic class its hellos name (transport/tclass.h) */
   int nstreams, count, nrails, nprimary;
   int fds[BRAID_GATE_MAX_STREAMS];
   char peer[64];

@@ -21,6 +21,7 @@ struct braid_comm *braid_comm_new(enum braid_comm_kind kind, int dev, int nstrea
   c->kind = (uint8_t)kind;
   c->path = &braid_stream_path; /* set-up names the verbs path where both ends chose verbs */
   c->dev = dev;
+  c->cls = BRAID_TCLASS_NONE; /* set-up gives it the class its connector chose */
   c->nstreams = nstreams;
   c->nreqs = kind == BRAID_COMM_SEND ? BRAID_SEND_REQS : BRAID_RECV_REQS;
   c->streams = calloc((size_t)nstreams, sizeof *c->streams);

@@ -83,6 +83,8 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct braid_gate_setu
   }
   rc->rejoin.conn_id = c->conn_id;
   rc->ofi = c->transport == BRAID_TRANSPORT_OFI;
+  rc->cls = c->cls;
+  braid_tclass_announce(&rc->cls, c->transport, false);
   if (c->transport == BRAID_TRANSPORT_VERBS) rc->path = &braid_verbs_path;
   memcpy(rc->rejoin.secret, braid_gate_secret(l->gate), sizeof rc->rejoin.secret);
   rc->rejoin.auth_mode = c->auth;

@@ -87,6 +87,7 @@ static void join_step(struct braid_comm *c, struct braid_stream *s, uint64_t now
     if (now < s->join_at_ns) return;
     s->join_hs = calloc(1, sizeof *s->join_hs);
     s->join_fd = s->join_hs ? braid_sock_open(c->rejoin.rail_ifc[s->rail]) : -1;
+    if (s->join_fd >= 0) braid_sock_set_class(s->join_fd, c->cls.tc); /* the connection's, from the SYN on */
     const struct sockaddr_storage *to = &c->rejoin.rail_addr[s->rail];
     socklen_t len = to->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     if (s->join_fd < 0 ||
@@ -145,6 +146,7 @@ static void join_replace(struct braid_comm *c, int stream, int fd) {
   if (s->fd >= 0) close(s->fd);
   s->fd = fd;
   braid_sock_tune(s->fd);
+  braid_sock_set_class(s->fd, c->cls.tc); /* the class the connection was set up with */
   s->frames_recvd = s->frames_ack_sent = 0;
   s->eof = s->dead = false;
   BRAID_WARN("receive stream %d (rail %d, %s) from %s rejoined", stream, s->rail, s->rail_name, c->peer);

@@ -48,6 +48,8 @@ void braid_hello_encode(const struct braid_hello *h, uint8_t out[BRAID_HELLO_BYT
   braid_le_put64(out + 16, h->conn_id);
   out[24] = h->auth;
   out[25] = h->caps;
+  out[26] = h->flags & BRAID_HELLO_TC ? h->tc : 0;
+  out[27] = h->flags & BRAID_HELLO_SL ? h->sl : 0;
   memcpy(out + 32, h->nonce, BRAID_NONCE_BYTES);
   memcpy(out + BRAID_HELLO_SIGNED, h->proof, BRAID_PROOF_BYTES);
 }
@@ -65,11 +67,17 @@ int braid_hello_decode(const uint8_t in[BRAID_HELLO_BYTES], struct braid_hello *
   h->flags = braid_le_get16(in + 14);
   h->auth = in[24];
   h->caps = in[25];
-  if ((h->flags & ~(BRAID_HELLO_REJOIN | BRAID_HELLO_OFI | BRAID_HELLO_VERBS)) ||
+  h->tc = in[26];
+  h->sl = in[27];
+  if ((h->flags & ~(BRAID_HELLO_REJOIN | BRAID_HELLO_OFI | BRAID_HELLO_VERBS | BRAID_HELLO_TC |
+                    BRAID_HELLO_SL)) ||
       (h->flags & BRAID_HELLO_OFI && h->flags & BRAID_HELLO_VERBS))
     return snprintf(err, errlen, "hello has unknown flags 0x%x", h->flags), -1;
+  if ((!(h->flags & BRAID_HELLO_TC) && h->tc) || (!(h->flags & BRAID_HELLO_SL) && h->sl))
+    return snprintf(err, errlen, "hello has a traffic class byte without its flag (0x%x: %u, %u)",
+                    h->flags, h->tc, h->sl), -1;
   if (h->auth > BRAID_AUTH_MAC || (h->caps & ~(BRAID_CAPS_MAC | BRAID_CAPS_REQUIRED)) ||
-      !braid_le_zero(in + 26, 6))
+      !braid_le_zero(in + 28, 4))
     return snprintf(err, errlen, "hello has unknown authentication bits (%u, 0x%x)", h->auth,
                     h->caps), -1;
   if (h->nbackup > 1 || h->nbackup >= h->nrails)

@@ -20,7 +20,10 @@
  *   16  conn_id  u64
  *   24  auth     u8   BRAID_AUTH_*
  *   25  caps     u8   BRAID_CAPS_* (wire/handle.h)
- *   26  zero     6    (checked)
+ *   26  tc       u8   the connection's traffic class (transport/tclass.h) with BRAID_HELLO_TC,
+ *                     else zero (checked)
+ *   27  sl       u8   its verbs service level with BRAID_HELLO_SL, else zero (checked)
+ *   28  zero     4    (checked)
  *   32  nonce    16   the connector's
  *   48  proof    32   over bytes 0..47 (BRAID_HELLO_SIGNED) and the challenge (comm/hs.c)
  *
@@ -75,6 +78,7 @@ struct braid_hello {
   uint16_t flags;    /* BRAID_HELLO_REJOIN: replaces a broken or missing stream of conn_id */
   uint8_t auth;      /* BRAID_AUTH_*: how proof was made */
   uint8_t caps;      /* the connector's BRAID_CAPS_* */
+  uint8_t tc, sl;    /* with BRAID_HELLO_TC / BRAID_HELLO_SL; else zero */
   uint8_t nonce[BRAID_NONCE_BYTES];
   uint8_t proof[BRAID_PROOF_BYTES];
 };
@@ -82,6 +86,14 @@ struct braid_hello {
 #define BRAID_HELLO_REJOIN 1
 #define BRAID_HELLO_OFI 2   /* the connector carries data over libfabric (BRAID_TRANSPORT) */
 #define BRAID_HELLO_VERBS 4 /* ... over verbs */
+/* A set-up hello names the traffic class the connector chose for the connection (NCCL's
+ * trafficClass, BRAID_IB_TC, BRAID_IB_SL: transport/tclass.h); the listener applies it to its
+ * end.  Without the bits, the default.  Added within wire version 2: a listener built before
+ * them refuses such a hello ("unknown flags"), so a job that sets a class needs this braid on
+ * every node; one that sets none talks to any.  Rejoin hellos carry none (the listener keeps
+ * the connection's). */
+#define BRAID_HELLO_TC 8  /* tc is set */
+#define BRAID_HELLO_SL 16 /* sl is set */
 
 /* auth: MAC: proof = HMAC-SHA256(secret, ...) (hs.c); PLAIN: proof = the secret, zero-padded (a
  * node without libsodium, BRAID_NET_AUTH=auto); NONE: no proof, the connector refuses because one

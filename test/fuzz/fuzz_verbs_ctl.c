@@ -59,8 +59,9 @@ static int mismatch_sent; /* MISMATCH control messages the connection sent */
 static struct braid_verbs_ep *eps[BRAID_VC_MAX_RAILS]; /* in rail order: opened in that order */
 static int nopen;
 
-int braid_verbs_ep_open(const struct braid_verbs_rail *rail, int depth, struct braid_verbs_ep **out) {
-  (void)rail, (void)depth;
+int braid_verbs_ep_open(const struct braid_verbs_rail *rail, int depth, const struct braid_verbs_qos *qos,
+                        struct braid_verbs_ep **out) {
+  (void)rail, (void)depth, (void)qos;
   *out = calloc(1, sizeof **out);
   CHECK(*out && nopen < BRAID_VC_MAX_RAILS);
   eps[nopen++] = *out;

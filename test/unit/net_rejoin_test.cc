@@ -159,6 +159,21 @@ TEST_F(Rejoin, SenderRevivesOnlyOnTheReceiversConfirmation) {
   ExpectConnected();
 }
 
+// A rejoined stream is in the connection's traffic class (transport/tclass.h) on both ends, as
+// set-up made its first socket: the sender's new socket from its SYN on, the receiver's once it
+// takes it.
+TEST_F(Rejoin, RejoinedStreamKeepsTheConnectionsTrafficClass) {
+  tx_->cls.tc = rx_->cls.tc = 0x68;
+  ASSERT_TRUE(Drive(5, true, [&] { return SenderRevived() && ReceiverRejoined(); })) << TakeWarnings();
+  ExpectConnected();
+  for (int fd : {tx_->streams[kDead].fd, rx_->streams[kDead].fd}) {
+    int tos = -1;
+    socklen_t len = sizeof tos;
+    ASSERT_EQ(0, getsockopt(fd, IPPROTO_IP, IP_TOS, &tos, &len));
+    EXPECT_EQ(0x68, tos) << (fd == tx_->streams[kDead].fd ? "sender" : "receiver");
+  }
+}
+
 // Someone who recorded a rejoin and replays it later (a fresh connection to the rail's rejoin
 // listener) is dropped and logged; the stream keeps its socket.
 TEST_F(Rejoin, ReplayedRejoinIsRefused) {

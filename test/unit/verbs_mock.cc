@@ -158,7 +158,10 @@ ibv_qp *CreateQp(ibv_pd *pd, ibv_qp_init_attr *ia) {
 }
 int ModifyQp(ibv_qp *qp, ibv_qp_attr *a, int mask) {
   if (mask & IBV_QP_STATE) qp->state = a->qp_state;
-  cur->modifies.push_back({qp, a->qp_state, (mask & IBV_QP_DEST_QPN) ? a->dest_qp_num : 0});
+  bool av = mask & IBV_QP_AV;
+  cur->modifies.push_back({qp, a->qp_state, (mask & IBV_QP_DEST_QPN) ? a->dest_qp_num : 0, av,
+                           av ? a->ah_attr.is_global : (uint8_t)0,
+                           av ? a->ah_attr.grh.traffic_class : (uint8_t)0, av ? a->ah_attr.sl : (uint8_t)0});
   if (a->qp_state == IBV_QPS_ERR) {  // everything outstanding completes, flushed
     Qp *q = QpOf(qp);
     for (uint64_t id : q->sends) Push(qp->send_cq, id, IBV_WC_WR_FLUSH_ERR, IBV_WC_SEND, qp);

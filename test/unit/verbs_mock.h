@@ -42,6 +42,9 @@ struct Modify {
   ibv_qp *qp;
   int state;
   uint32_t dest_qp_num;  // RTR's
+  // The address vector (IBV_QP_AV, RTR's): zero when the mask does not carry it.
+  bool av;
+  uint8_t is_global, traffic_class, sl;
 };
 
 struct Probe {  // an ibv_reg_dmabuf_mr call

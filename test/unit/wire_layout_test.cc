@@ -118,6 +118,15 @@ TEST(WireLayout, Hello) {
   std::string want = "42524448 0200 0300 0200 0400 0100 0500 8877665544332211 02 03" + Zeros(6) +
                      Seq(0xa0, 16) + Seq(0xc0, 32);
   ExpectBytes(Bytes(want.c_str()), buf, sizeof buf);
+
+  // A set-up hello with the connection's traffic class and service level: bytes 26 and 27.
+  h.flags = BRAID_HELLO_VERBS | BRAID_HELLO_TC | BRAID_HELLO_SL;
+  h.tc = 0x68;
+  h.sl = 3;
+  braid_hello_encode(&h, buf);
+  want = "42524448 0200 0300 0200 0400 0100 1c00 8877665544332211 02 03 68 03" + Zeros(4) +
+         Seq(0xa0, 16) + Seq(0xc0, 32);
+  ExpectBytes(Bytes(want.c_str()), buf, sizeof buf);
 }
 
 TEST(WireLayout, Reply) {

@@ -292,6 +292,48 @@ TEST(WireHello, ManyStreamsOnManyRails) {
   }
 }
 
+// The connection's traffic class (transport/tclass.h) travels in bytes 26 and 27, each under its
+// flag; a byte without its flag is refused, and a hello without the flags has the default.
+TEST(WireHello, TrafficClassUnderItsFlags) {
+  struct Case {
+    uint16_t flags;
+    uint8_t tc, sl;
+  } cases[] = {{BRAID_HELLO_TC | BRAID_HELLO_SL, 104, 3},
+               {BRAID_HELLO_TC | BRAID_HELLO_SL | BRAID_HELLO_VERBS, 255, 255},
+               {BRAID_HELLO_TC, 0, 0},  // class 0 set on purpose differs from none
+               {BRAID_HELLO_SL, 0, 15},
+               {0, 0, 0}};
+  for (const Case &k : cases) {
+    braid_hello in = MakeHello(0, 1);
+    in.flags = k.flags, in.tc = k.tc, in.sl = k.sl;
+    uint8_t buf[BRAID_HELLO_BYTES];
+    braid_hello_encode(&in, buf);
+    EXPECT_EQ(k.tc, buf[26]);
+    EXPECT_EQ(k.sl, buf[27]);
+    braid_hello out;
+    memset(&out, 0xa5, sizeof out);
+    char err[128] = "";
+    ASSERT_EQ(0, braid_hello_decode(buf, &out, err, sizeof err)) << k.flags << ": " << err;
+    EXPECT_EQ(k.flags, out.flags);
+    EXPECT_EQ(k.tc, out.tc);
+    EXPECT_EQ(k.sl, out.sl);
+  }
+  braid_hello in = MakeHello(0, 1);
+  in.tc = 104, in.sl = 3;  // without the flags: not encoded
+  uint8_t buf[BRAID_HELLO_BYTES];
+  braid_hello_encode(&in, buf);
+  EXPECT_EQ(0, buf[26]);
+  EXPECT_EQ(0, buf[27]);
+  for (int byte : {26, 27}) {
+    braid_hello_encode(&in, buf);
+    buf[byte] = 8;
+    EXPECT_NE(std::string::npos, HelloDecodeError(buf).find("traffic class byte without its flag")) << byte;
+  }
+  in.flags = 32;  // the next flag is still unknown
+  braid_hello_encode(&in, buf);
+  EXPECT_NE(std::string::npos, HelloDecodeError(buf).find("unknown flags"));
+}
+
 TEST(WireHello, RejectsUnknownAuthentication) {
   braid_hello in = MakeHello(0, 1);
   uint8_t buf[BRAID_HELLO_BYTES];
@@ -358,7 +400,7 @@ TEST(WireHello, TransportFlags) {
     ASSERT_EQ(0, braid_hello_decode(buf, &out, err, sizeof err)) << f << ": " << err;
     EXPECT_EQ(f, out.flags);
   }
-  for (uint16_t f : {BRAID_HELLO_OFI | BRAID_HELLO_VERBS, 8, 0x100}) {
+  for (uint16_t f : {BRAID_HELLO_OFI | BRAID_HELLO_VERBS, 32, 0x100}) {
     braid_hello in = MakeHello(0, 1);
     in.flags = f;
     uint8_t buf[BRAID_HELLO_BYTES];

@@ -2,6 +2,7 @@
 #include "opts.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,9 @@ static const char *const opts_usage =
     "  --plugin NAME|PATH     net plugin (default $NCCL_NET_PLUGIN, else \"braid\")\n"
     "  --net-version V        use ncclNetPlugin_vV or older (default: newest exported)\n"
     "  --dev D                plugin device (default 0)\n"
+    "  --traffic-class N      the communicator's trafficClass (ncclConfig_t), as NCCL passes\n"
+    "                         it: init's config on ncclNetPlugin_v11+, each connect's on v10;\n"
+    "                         v7..v9 take none (default -1: undefined). braid takes 0..255\n"
     "Other:\n"
     "  --timeout S            fail when nothing moves for S seconds (default 60); a rank\n"
     "                         that exits fails the others 5 s later if the plugin has not\n"
@@ -193,6 +197,7 @@ static void opts_defaults(struct perf_opts *o) {
   o->warmup = 2;
   o->iters = 10;
   o->rank = -1;
+  o->traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
   o->plugin = getenv("NCCL_NET_PLUGIN") ? getenv("NCCL_NET_PLUGIN") : "braid";
   o->p2p_chunk = opts_env_size("NCCL_P2P_NET_CHUNKSIZE", 131072);
   o->buffsize = opts_env_size("NCCL_BUFFSIZE", 4 << 20);
@@ -331,7 +336,7 @@ static void opts_validate(struct perf_opts *o, int algo_given, int proto_given) 
 enum {
   OPT_RANK = 256, OPT_NRANKS, OPT_RDV, OPT_ALGO, OPT_PROTO, OPT_ONEWAY, OPT_PLUGIN, OPT_NETV,
   OPT_DEV, OPT_TIMEOUT, OPT_JSON, OPT_CHECK_ALL, OPT_NO_YIELD, OPT_PARAMS, OPT_STEP,
-  OPT_STAGED, OPT_CALIBRATE, OPT_REPEATS, OPT_LINK_GBS, OPT_HEADS, OPT_MEM
+  OPT_STAGED, OPT_CALIBRATE, OPT_REPEATS, OPT_LINK_GBS, OPT_HEADS, OPT_MEM, OPT_TCLASS
 };
 
 static const struct option opts_long[] = {
@@ -353,6 +358,7 @@ static const struct option opts_long[] = {
     {"link-gbs", required_argument, 0, OPT_LINK_GBS},
     {"heads", required_argument, 0, OPT_HEADS},
     {"mem", required_argument, 0, OPT_MEM},
+    {"traffic-class", required_argument, 0, OPT_TCLASS},
     {0, 0, 0, 0}};
 
 static void opts_one(struct perf_opts *o, int c, const char *a) {
@@ -385,6 +391,8 @@ static void opts_one(struct perf_opts *o, int c, const char *a) {
     case OPT_PLUGIN: o->plugin = a; break;
     case OPT_NETV: o->net_version = (int)opts_int(a, "--net-version", 7, 12); break;
     case OPT_DEV: o->dev = (int)opts_int(a, "--dev", 0, 1 << 20); break;
+    /* any int NCCL would pass on, so a plugin's refusal can be tried too */
+    case OPT_TCLASS: o->traffic_class = (int)opts_int(a, "--traffic-class", -1, INT_MAX); break;
     case OPT_TIMEOUT: o->timeout_s = (int)opts_int(a, "--timeout", 1, 86400); break;
     case OPT_JSON: o->json = a; break;
     case OPT_CHECK_ALL: o->check_all = 1; break;

@@ -37,6 +37,7 @@ struct perf_opts {
   int rdv_port;
   const char *plugin;   /* --plugin, else NCCL_NET_PLUGIN, else "braid" */
   int net_version;      /* --net-version: newest ncclNetPlugin_vN to use (0 = newest) */
+  int traffic_class;    /* --traffic-class: ncclConfig_t's trafficClass (-1: undefined) */
   int dev;              /* plugin device index */
   int nchannels;
   size_t p2p_chunk;     /* NCCL_P2P_NET_CHUNKSIZE */

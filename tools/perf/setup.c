@@ -59,7 +59,10 @@ int setup_plugin(struct perf_net *pn, const struct perf_opts *o, struct rdv *r, 
   id = ids[0];
   free(ids);
   pn->comm_id = id;
-  netload_config_t cfg = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  /* NCCL's communicator config: init's from ncclNet_v11, each connect's on v10 (netload keeps it
+   * in the context it hands out), not passed at all to v7..v9 (NCCL 2.19-2.25 had none). */
+  pn->traffic_class = o->traffic_class;
+  netload_config_t cfg = {o->traffic_class};
   if (setup_call(rank, "init", netload_init(&pn->nl, &pn->ctx, id, &cfg, perf_logger, NULL)))
     return -1;
   pn->ctx_valid = 1;
@@ -83,6 +86,12 @@ void setup_describe(const struct perf_net *pn, char *buf, size_t len) {
            pn->nl.name ? pn->nl.name : "?", pn->nl.path, pn->nl.version, pn->ndev, pn->dev,
            p->name ? p->name : "?", p->speed, p->latency, p->maxRecvs, p->maxComms, p->ptrSupport,
            p->regIsGlobal, p->maxP2pBytes, p->maxCollBytes);
+  size_t used = strlen(buf);
+  if (pn->traffic_class != NCCL_NET_TRAFFIC_CLASS_UNDEF && used < len)
+    snprintf(buf + used, len - used, "; trafficClass %d%s", pn->traffic_class,
+             pn->nl.version >= 11   ? " (init's config)"
+             : pn->nl.version == 10 ? " (each connect's config)"
+                                    : " NOT passed: ncclNetPlugin_v7..v9 carry no traffic class");
 }
 
 struct setup_entry {

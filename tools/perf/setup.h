@@ -15,6 +15,7 @@ struct perf_net {
   netload_props_t props;
   struct engine eng;
   uint64_t comm_id;       /* the commId passed to init (NCCL's commHash; CollNet gets it too) */
+  int traffic_class;      /* --traffic-class: the communicator's trafficClass (-1: none) */
   struct collnet *coll;   /* --algo collnet: CollNet state (collnet.h), else NULL */
 };
 

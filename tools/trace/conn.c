@@ -59,7 +59,9 @@ ncclResult_t braid_net_listen(void *ctx, int dev, void *handle, void **listen_co
   return rc;
 }
 
-ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_comm) {
+/* traffic_class (v10's connect config) is logged, not forwarded: v7..v10 callers share one process
+ * context, made at the first init, whose inner connects carry the class given there (none). */
+ncclResult_t braid_net_connect(void *ctx, int dev, int traffic_class, void *handle, void **send_comm) {
   uint64_t t0 = braid_now_ns();
   struct trace_ctx *x;
   *send_comm = NULL;
@@ -83,6 +85,7 @@ ncclResult_t braid_net_connect(void *ctx, int dev, void *handle, void **send_com
   conn_add_ctx(&l, x, dev);
   conn_add_comm(&l, "comm", c);
   trace_line_add(&l, "handle=%016llx tries=%d", (unsigned long long)hash, tries);
+  if (!ctx) trace_line_add(&l, "tc=%d", traffic_class);
   trace_emit(&l, rc, t0, t1, NULL, 0, 0);
   return rc;
 }

@@ -23,7 +23,8 @@
  *   props    dev= name= ptr= speed= latency= max_comms= max_recvs= max_p2p= force_flush= reg_global=
  *   set_attr ctx= peers= flows= op=
  *   listen   ctx= dev= comm= handle=
- *   connect  ctx= dev= comm= handle= tries=  tries: calls for this handle (connect is polled)
+ *   connect  ctx= dev= comm= handle= tries= [tc=]  tries: calls for this handle (connect is
+ *                                            polled); tc: v7..v10's, what connect's config said
  *   accept   listen= comm= handle= tries=
  *   regmr    comm= size= type= mr=           type: 1 host, 2 cuda
  *   deregmr  comm= mr=

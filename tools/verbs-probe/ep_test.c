@@ -187,7 +187,7 @@ static int run(int rail, bool blackhole) {
   int rc = -1;
   if (!sbuf || !dbuf || find_rails(rail, rails)) goto out;
   for (int s = 0; s < 2; s++)
-    if (braid_verbs_ep_open(&rails[s], 0, &ep[s])) goto out;
+    if (braid_verbs_ep_open(&rails[s], 0, NULL, &ep[s])) goto out;
   struct braid_verbs_ep_addr addr[2];
   for (int s = 0; s < 2; s++) braid_verbs_ep_addr(ep[s], &addr[s]);
   for (int s = 0; s < 2; s++)

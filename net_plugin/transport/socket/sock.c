@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/random.h>
@@ -59,6 +60,21 @@ int braid_sock_open(const struct braid_iface *ifc) {
     return -1;
   }
   return fd;
+}
+
+int braid_sock_set_class(int fd, int tc) {
+  if (tc < 0) return 0;
+  int family = AF_UNSPEC;
+  socklen_t len = sizeof family;
+  int rc = getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &len);
+  if (rc == 0)
+    rc = family == AF_INET6 ? setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tc, sizeof tc)
+                            : setsockopt(fd, IPPROTO_IP, IP_TOS, &tc, sizeof tc);
+  if (rc != 0)
+    BRAID_WARN_ONCE("cannot give a socket traffic class %d (%s %s): its traffic goes in the "
+                    "default class", tc, family == AF_INET6 ? "IPV6_TCLASS:" : "IP_TOS:",
+                    strerror(errno));
+  return rc ? -1 : 0;
 }
 
 void braid_sock_set_timeout(int fd, int64_t timeout_ms) {

@@ -10,6 +10,11 @@
 /* A non-blocking TCP socket of the interface's family, bound to the interface (device and
  * address) so its traffic leaves by that NIC even when NICs share a subnet.  -1 on error. */
 int braid_sock_open(const struct braid_iface *ifc);
+/* The traffic class byte tc (0..255) on fd: IP_TOS, or IPV6_TCLASS on an IPv6 socket, so
+ * everything the socket sends (its SYN or SYN-ACK too when set before connect or accept answers)
+ * is marked; a negative tc leaves the system's default.  -1 with a WARN (once) when the kernel
+ * refuses. */
+int braid_sock_set_class(int fd, int tc);
 /* Data-socket options: no Nagle, keepalive and a user timeout derived from BRAID_TIMEOUT_MS. */
 void braid_sock_tune(int fd);
 /* TCP user timeout and keepalive probes (a third of it apart, 3 of them) so a dead path or a

@@ -578,7 +578,7 @@ int braid_vc_open(const struct braid_verbs_rail *rails, int nrails, bool sender,
     return -1;
   }
   for (int r = 0; r < nrails; r++)
-    if (braid_verbs_ep_open(&rails[r], 0, &vc->ep[r])) {
+    if (braid_verbs_ep_open(&rails[r], 0, o ? &o->qos : NULL, &vc->ep[r])) {
       braid_vc_close(vc);
       return -1;
     }

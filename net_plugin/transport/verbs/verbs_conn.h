@@ -48,6 +48,7 @@ struct braid_vc;
 struct braid_vc_opts {
   size_t chunk;     /* bytes per chunk (0: 128 KiB) */
   bool equal;       /* stripe in turn instead of by the scheduler (for comparison) */
+  struct braid_verbs_qos qos; /* every queue pair's traffic class (zero: the defaults) */
 };
 
 /* A buffer registered on every rail of a connection (NCCL's mhandle). */

@@ -64,6 +64,7 @@ struct braid_verbs_ep {
   uint32_t psn;
   uint16_t lid;
   uint8_t mtu; /* enum ibv_mtu, already capped at 4096 */
+  struct braid_verbs_qos qos;
   bool connected, failed, fenced;
 };
 
@@ -196,20 +197,22 @@ static int open_resources(struct braid_verbs_ep *ep) {
   return 0;
 }
 
-int braid_verbs_ep_open(const struct braid_verbs_rail *rail, int depth, struct braid_verbs_ep **out) {
+int braid_verbs_ep_open(const struct braid_verbs_rail *rail, int depth, const struct braid_verbs_qos *qos,
+                        struct braid_verbs_ep **out) {
   *out = NULL;
   if (load()) return -1;
   struct braid_verbs_ep *ep = calloc(1, sizeof *ep);
   if (!ep) return -1;
   ep->rail = *rail;
+  if (qos) ep->qos = *qos;
   ep->depth = depth > 0 ? depth : 128;
   snprintf(ep->name, sizeof ep->name, "%s:%d", rail->dev, rail->port);
   if (open_resources(ep)) {
     braid_verbs_ep_close(ep);
     return -1;
   }
-  BRAID_INFO(NCCL_INIT | NCCL_NET, "%s: RC QP %u, depth %d, inline %d, MTU %d", ep->name,
-             ep->qp->qp_num, ep->depth, ep->max_inline, 128 << ep->mtu);
+  BRAID_INFO(NCCL_INIT | NCCL_NET, "%s: RC QP %u, depth %d, inline %d, MTU %d, traffic class %d, SL %d",
+             ep->name, ep->qp->qp_num, ep->depth, ep->max_inline, 128 << ep->mtu, ep->qos.tc, ep->qos.sl);
   *out = ep;
   return 0;
 }
@@ -231,11 +234,13 @@ static int to_rtr(struct braid_verbs_ep *ep, struct ibv_qp *qp, const struct bra
                           .min_rnr_timer = BRAID_VERBS_MIN_RNR_TIMER};
   a.ah_attr.port_num = (uint8_t)ep->rail.port;
   a.ah_attr.dlid = peer->lid;
+  a.ah_attr.sl = ep->qos.sl;
   if (ep->rail.link == BRAID_LINK_ETH) { /* RoCE: GID addressing, always */
     a.ah_attr.is_global = 1;
     memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
     a.ah_attr.grh.sgid_index = (uint8_t)ep->rail.gid_index;
     a.ah_attr.grh.hop_limit = BRAID_VERBS_HOP_LIMIT;
+    a.ah_attr.grh.traffic_class = ep->qos.tc;
   }
   int rc = fn.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                         IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);

@@ -57,11 +57,20 @@ struct braid_verbs_ev {
   uint8_t data[BRAID_VERBS_CTRL_MAX];
 };
 
-/* Opens an endpoint on rail (depth: sends and receives each may have outstanding, 0 = 128).
- * 0, or -1 with a WARN. */
-int braid_verbs_ep_open(const struct braid_verbs_rail *rail, int depth, struct braid_verbs_ep **out);
+/* The traffic class of an endpoint's queue pair (its connection's: transport/tclass.h), set in
+ * its address vector at RTR: the GRH traffic class where the address is global (RoCE: the IP TOS
+ * byte of its packets) and the service level.  0 and 0 are the defaults. */
+struct braid_verbs_qos {
+  uint8_t tc, sl;
+};
+
+/* Opens an endpoint on rail (depth: sends and receives each may have outstanding, 0 = 128; qos:
+ * NULL for the defaults).  0, or -1 with a WARN. */
+int braid_verbs_ep_open(const struct braid_verbs_rail *rail, int depth, const struct braid_verbs_qos *qos,
+                        struct braid_verbs_ep **out);
 void braid_verbs_ep_addr(const struct braid_verbs_ep *ep, struct braid_verbs_ep_addr *out);
-/* Connects to the peer's address (INIT -> RTR -> RTS).  0, or -1 with a WARN. */
+/* Connects to the peer's address (INIT -> RTR -> RTS) in the endpoint's traffic class.  0, or -1
+ * with a WARN. */
 int braid_verbs_ep_connect(struct braid_verbs_ep *ep, const struct braid_verbs_ep_addr *peer);
 
 /* Registers [buf, buf+len) for local and remote read/write.  0, or -1 with a WARN. */

@@ -52,7 +52,10 @@ static ncclResult_t vp_start(struct braid_comm *c) {
   if (!p) return braid_comm_fail(c, ncclSystemError, "verbs: out of memory");
   c->path_state = p;
   struct braid_vc_opts o = {.chunk = VLINK_CHUNK,
-                            .equal = !strcmp(braid_param_str(BRAID_P_STRIPING), "equal")};
+                            .equal = !strcmp(braid_param_str(BRAID_P_STRIPING), "equal"),
+                            /* the class the connector chose, on both ends (transport/tclass.h) */
+                            .qos = {(uint8_t)(c->cls.tc < 0 ? 0 : c->cls.tc),
+                                    (uint8_t)(c->cls.sl < 0 ? 0 : c->cls.sl)}};
   if (braid_vc_open(rails, c->nrails, c->kind == BRAID_COMM_SEND, &o, &p->vc))
     return braid_comm_fail(c, ncclSystemError, "verbs: cannot open queue pairs on the rails (see the WARN above)");
   uint8_t msg[BRAID_LINK_MSG_MAX];
