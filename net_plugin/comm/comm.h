@@ -17,6 +17,7 @@
 #include "wire/wire.h"
 
 #define BRAID_RECV_REQS 32            /* NCCL_NET_MAX_REQUESTS */
+#define BRAID_RX_MAX_RANGES 8192      /* disjoint pieces of one message held at once (stripe/rx.c) */
 #define BRAID_MAX_RECVS 8             /* largest grouped receive */
 #define BRAID_SEND_REQS (BRAID_RECV_REQS * BRAID_MAX_RECVS)
 #define BRAID_MSG_WINDOW 1024         /* receive-side messages tracked at once (power of 2) */
@@ -103,7 +104,7 @@ struct braid_rxmsg {
   char *own;               /* owned buffer of a buffered message */
   bool early;              /* buffered before next_match reached it */
   uint64_t next_off;       /* without acks: where the next frame must start (frames come in order) */
-  /* with acks: byte ranges held, so a re-sent chunk is accepted once */
+  /* with acks: byte ranges held, so a re-sent chunk is accepted once (stripe/rx.c) */
   uint64_t (*ranges)[2];
   int nranges, cap_ranges;
 };

@@ -41,21 +41,37 @@ static bool rx_all_matched(const struct braid_req *r) {
   return true;
 }
 
-/* ---------- byte ranges held (with acks) ---------- */
+/* ---------- byte ranges held (with acks) ----------
+ *
+ * Disjoint, non-touching [start, end) ranges sorted by start: a frame's lookup is a binary
+ * search and touches only the ranges it overlaps.  A message holds at most
+ * BRAID_RX_MAX_RANGES of them: an honest sender's chunks leave gaps only where chunks are still
+ * on their way (a few per stream), while a faulty or hostile one that sends tiny frames at every
+ * other offset would otherwise make every frame cost more than the last. */
+
+/* The first range whose end is past off (nranges when none). */
+static int rx_range_first(const struct braid_rxmsg *m, uint64_t off) {
+  int lo = 0, hi = m->nranges;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (m->ranges[mid][1] <= off) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
 
 static bool rx_range_held(const struct braid_rxmsg *m, uint64_t off, uint64_t len) {
-  for (int i = 0; i < m->nranges; i++)
-    if (m->ranges[i][0] <= off && off + len <= m->ranges[i][1]) return true;
-  return false;
+  int i = rx_range_first(m, off);
+  return i < m->nranges && m->ranges[i][0] <= off && off + len <= m->ranges[i][1];
 }
 
 /* Bytes of [off, off+len) not yet held.  A chunk re-sent after its rail failed may be cut into
  * other pieces than the copy that still arrives from the failed rail (a probe piece, a split for
  * a slower rail), so a frame can overlap what is held without lying inside it: only its new bytes
- * count towards the message (ranges are disjoint: add merges overlapping and touching ones). */
+ * count towards the message. */
 static uint64_t rx_range_fresh(const struct braid_rxmsg *m, uint64_t off, uint64_t len) {
   uint64_t fresh = len, end = off + len;
-  for (int i = 0; i < m->nranges; i++) {
+  for (int i = rx_range_first(m, off); i < m->nranges && m->ranges[i][0] < end; i++) {
     uint64_t lo = m->ranges[i][0] > off ? m->ranges[i][0] : off;
     uint64_t hi = m->ranges[i][1] < end ? m->ranges[i][1] : end;
     if (lo < hi) fresh -= hi - lo;
@@ -63,26 +79,31 @@ static uint64_t rx_range_fresh(const struct braid_rxmsg *m, uint64_t off, uint64
   return fresh;
 }
 
-/* Adds [off, off+len), merging neighbours; -1 when out of memory. */
+/* Adds [off, off+len), merging the ranges it overlaps or touches; -1 when out of memory, -2
+ * when the message would hold more than BRAID_RX_MAX_RANGES disjoint ranges. */
 static int rx_range_add(struct braid_rxmsg *m, uint64_t off, uint64_t len) {
   uint64_t lo = off, hi = off + len;
-  int w = 0;
-  for (int i = 0; i < m->nranges; i++) {
-    if (m->ranges[i][1] < lo || m->ranges[i][0] > hi) {
-      m->ranges[w][0] = m->ranges[i][0], m->ranges[w][1] = m->ranges[i][1], w++;
-      continue;
+  int i = rx_range_first(m, lo > 0 ? lo - 1 : 0), j = i; /* [i, j): the ranges merged (ending at lo or later) */
+  while (j < m->nranges && m->ranges[j][0] <= hi) {
+    if (m->ranges[j][0] < lo) lo = m->ranges[j][0];
+    if (m->ranges[j][1] > hi) hi = m->ranges[j][1];
+    j++;
+  }
+  if (i == j) { /* a new range at i */
+    if (m->nranges == BRAID_RX_MAX_RANGES) return -2;
+    if (m->nranges == m->cap_ranges) {
+      int cap = m->cap_ranges ? 2 * m->cap_ranges : 4;
+      void *p = realloc(m->ranges, (size_t)cap * sizeof m->ranges[0]);
+      if (!p) return -1;
+      m->ranges = p, m->cap_ranges = cap;
     }
-    if (m->ranges[i][0] < lo) lo = m->ranges[i][0];
-    if (m->ranges[i][1] > hi) hi = m->ranges[i][1];
+    memmove(m->ranges + i + 1, m->ranges + i, (size_t)(m->nranges - i) * sizeof m->ranges[0]);
+    m->nranges++;
+  } else if (j - i > 1) { /* several merged into the one at i */
+    memmove(m->ranges + i + 1, m->ranges + j, (size_t)(m->nranges - j) * sizeof m->ranges[0]);
+    m->nranges -= j - i - 1;
   }
-  if (w == m->cap_ranges) {
-    int cap = m->cap_ranges ? 2 * m->cap_ranges : 4;
-    void *p = realloc(m->ranges, (size_t)cap * sizeof m->ranges[0]);
-    if (!p) return -1;
-    m->ranges = p, m->cap_ranges = cap;
-  }
-  m->ranges[w][0] = lo, m->ranges[w][1] = hi;
-  m->nranges = w + 1;
+  m->ranges[i][0] = lo, m->ranges[i][1] = hi;
   return 0;
 }
 
@@ -283,8 +304,14 @@ void braid_rx_end(struct braid_comm *c, struct braid_stream *s, const struct bra
      * would never complete while the sender, fully acknowledged, moves on. */
     fresh = rx_range_fresh(m, fr->frame.offset, fr->frame.len);
     if (fr->frame.len && !fresh) return; /* (an empty message's one frame must still complete it) */
-    if (fr->frame.len && rx_range_add(m, fr->frame.offset, fr->frame.len)) {
+    int added = fr->frame.len ? rx_range_add(m, fr->frame.offset, fr->frame.len) : 0;
+    if (added == -1) {
       braid_comm_fail(c, ncclSystemError, "out of memory tracking received chunks");
+      return;
+    }
+    if (added == -2) {
+      braid_comm_fail(c, ncclRemoteError, "the peer sent message %llu in more than %d disjoint pieces (no honest "
+                      "sender does: a faulty or hostile peer)", (unsigned long long)fr->frame.seq, BRAID_RX_MAX_RANGES);
       return;
     }
   }

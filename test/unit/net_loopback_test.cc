@@ -594,6 +594,61 @@ TEST_F(RawStreams, ChunkResentInPiecesWhileTheOriginalArrivesCountsEachByteOnce)
   for (int fd : fds) close(fd);
 }
 
+// Pieces arriving in reverse order, each touching the next, then one overlapping them all: the
+// held ranges merge and the message completes once, with its data.
+TEST_F(RawStreams, PiecesInReverseOrderMergeAndComplete) {
+  int fds[2];
+  OpenStreams(2, fds);
+  const size_t size = 64 << 10, piece = 4 << 10;
+  std::vector<char> src = Pattern(size, 31), buf(size);
+  void* req = PostRecv(&buf);
+  const int n = static_cast<int>(size / piece);
+  for (int k = n - 1; k >= 1; k -= 2) Frame(fds[0], 0, src, k * piece, piece);  // odd pieces, last first
+  for (int k = n - 2; k >= 2; k -= 2) Frame(fds[1], 0, src, k * piece, piece);  // even ones but the first
+  Frame(fds[1], 0, src, 0, size);  // the whole chunk re-sent: only the first piece is new
+  int got = 0;
+  ASSERT_EQ(Wait(req, &got), ncclSuccess);
+  EXPECT_EQ(got, static_cast<int>(size));
+  EXPECT_EQ(buf, src);
+  for (int fd : fds) close(fd);
+}
+
+// A faulty or hostile peer sends 1-byte frames at every other offset of a 64 MiB message: the
+// receiver must not spend more and more per frame (it held every piece in a list it walked
+// whole: 7 s in one test() call after 80,000 frames); the connection fails with the reason once
+// the message is in more pieces than any honest sender makes, and no test() call takes long.
+TEST_F(RawStreams, ThousandsOfTinyDisjointFramesFailTheConnectionQuickly) {
+  int fds[2];
+  OpenStreams(2, fds);
+  const size_t size = 64 << 20;
+  std::vector<char> src(16, 'x'), buf(size);
+  void* req = PostRecv(&buf);
+  std::vector<char> wire;
+  for (size_t k = 0; k < 20000; k++) {
+    auto h = Header(0, 2 * k, 1, size);
+    wire.insert(wire.end(), h.begin(), h.end());
+    wire.push_back('x');
+  }
+  size_t sent = 0;
+  ncclResult_t rc = ncclSuccess;
+  double worst = 0, t0 = Now();
+  while (rc == ncclSuccess && Now() < t0 + 20) {
+    if (sent < wire.size()) {
+      ssize_t n = send(fds[0], wire.data() + sent, wire.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) sent += (size_t)n;
+    }
+    int done = 0, got = 0;
+    double c0 = Now();
+    rc = net.test(req, &done, &got);
+    worst = std::max(worst, Now() - c0);
+    ASSERT_EQ(done, 0) << "a message of 64 MiB completed from 20,000 bytes";
+  }
+  EXPECT_EQ(rc, ncclRemoteError);
+  EXPECT_LT(Now() - t0, 5.0);
+  EXPECT_LT(worst, 0.5) << "one test() call took " << worst << " s";
+  for (int fd : fds) close(fd);
+}
+
 // After a rail failed, the re-sent rest of a matched message can sit on a surviving stream behind
 // the first frame of the next message, whose receive NCCL posts only once the first completes.
 // The next message is buffered, never held in front of the bytes the first one waits for.
