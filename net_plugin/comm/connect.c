@@ -51,6 +51,7 @@ struct braid_connect {
   size_t list_got;
   char peer_str[64];
   uint64_t conn_id, deadline_ns, rail_deadline_ns, retry_at_ns;
+  int stream0_resets; /* times the listener closed stream 0 before answering */
   int fd[MAX_STREAMS], state[MAX_STREAMS];
   struct braid_hs_conn hs[MAX_STREAMS];
 };
@@ -334,12 +335,15 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
         if (now < k->deadline_ns) return ncclSuccess;
         errno = ETIMEDOUT;
       }
-      if (rc <= 0 && s == 0) {
-        BRAID_WARN("connect to %s: the listener %s before answering stream 0 (it is gone, or "
-                   "dropped the stream: its log says why)", k->peer_str,
-                   rc == 0 ? "waited BRAID_TIMEOUT_MS" : "closed the connection");
+      if (rc == 0 && s == 0) {
+        BRAID_WARN("connect to %s: the listener waited BRAID_TIMEOUT_MS before answering stream 0 (it "
+                   "is stuck, or dropped the stream: its log says why)", k->peer_str);
         return ncclRemoteError;
       }
+      /* Closed before answering: a listener that turned strangers away under a flood may have
+       * taken this stream for one (it drops the oldest it has not heard from), or it is gone:
+       * tried again, as a refused SYN is, until BRAID_TIMEOUT_MS. */
+      if (rc < 0 && s == 0) k->stream0_resets++;
       if (rc < 0) errno = ECONNRESET;
       if (rc <= 0) break;
       if (!chal) {
@@ -388,9 +392,11 @@ static ncclResult_t connect_stream(struct braid_connect *k, int s, uint64_t now)
     k->state[s] = ST_FAILED;
     return ncclSuccess;
   }
-  BRAID_WARN("connect to %s on device %d (%s, stream %d, %s%s) failed: %s", k->peer_str, k->dev,
+  BRAID_WARN("connect to %s on device %d (%s, stream %d, %s%s) failed: %s%s", k->peer_str, k->dev,
              k->device->name, s, connect_local(k, s)->name,
-             s && s % k->nrails >= k->nprimary ? ", the borrowed backup rail" : "", strerror(err));
+             s && s % k->nrails >= k->nprimary ? ", the borrowed backup rail" : "", strerror(err),
+             k->stream0_resets ? " (the listener closed stream 0 before answering it, each try: it is gone, or "
+                                 "drops this connection: its log says why)" : "");
   return ncclRemoteError;
 }
 

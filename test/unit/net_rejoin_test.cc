@@ -30,6 +30,7 @@ extern "C" {
 #include "sodium_lib.h"
 #include "transport/socket/sock_stream.h"
 }
+#include "flood.h"
 #include "wire_watch.h"
 
 namespace {
@@ -172,6 +173,27 @@ TEST_F(Rejoin, RejoinedStreamKeepsTheConnectionsTrafficClass) {
     ASSERT_EQ(0, getsockopt(fd, IPPROTO_IP, IP_TOS, &tos, &len));
     EXPECT_EQ(0x68, tos) << (fd == tx_->streams[kDead].fd ? "sender" : "receiver");
   }
+}
+
+// Strangers flooding the rail's port (128 held silent from 8 addresses, a few thousand a second
+// churning from 64 more: they used to take every one of the rejoin listener's 8 slots) while the
+// stream rejoins: the rejoin still gets through within seconds.
+TEST_F(Rejoin, RejoinGetsThroughAFloodOfStrangers) {
+  sockaddr_in to;
+  memcpy(&to, &tx_->rejoin.rail_addr[kDead % kRails], sizeof to);
+  flood::Flood f(to, 16, 8);
+  ASSERT_GE(f.held(), 100) << "the attack could not be set up";
+  for (double end = Now() + 0.5; Now() < end;) {  // the churn at full speed, the gate busy with it
+    rx_->rejoin.next_join_ns = 0;
+    braid_rejoin_accept(rx_, braid_now_ns());
+    usleep(1000);
+  }
+  EXPECT_GT(f.made(), 200) << "the churn did not run";
+  double t0 = Now();
+  ASSERT_TRUE(Drive(10, true, [&] { return SenderRevived() && ReceiverRejoined(); }))
+      << "sender revived: " << SenderRevived() << ", receiver rejoined: " << ReceiverRejoined();
+  EXPECT_LT(Now() - t0, 5.0);
+  ExpectConnected();
 }
 
 // Someone who recorded a rejoin and replays it later (a fresh connection to the rail's rejoin
