@@ -59,7 +59,8 @@ struct ps_conn {
   struct ps_hello hello;
   uint8_t hello_flags;
   uint8_t server_nonce[PS_NONCE_BYTES];
-  int pending;              /* counted in the context's unauthenticated connections */
+  atomic_int pending;       /* counted in the context's unauthenticated connections (the owner
+                               writes it; the acceptor reads it, to evict the oldest) */
   /* frame authentication: key set before tx_auth (under mu), read by writers under mu */
   uint8_t key[PS_KEY_BYTES];
   int rx_auth;              /* frames from the head carry tags from here on */

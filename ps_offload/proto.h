@@ -72,6 +72,9 @@
 /* HELLO header `flags` bit 1: frames after the handshake carry tags (per connection). */
 #define PS_FLAG_AUTH 0x02u
 #define PS_FLAG_KNOWN (PS_FLAG_HOLD | PS_FLAG_AUTH)
+/* On a REFUSE before authentication: refused for load (too many connections in the handshake,
+ * from that address or in all), not for anything the head did: it tries again. */
+#define PS_FLAG_BUSY 0x04u
 
 enum ps_type {
   PS_HELLO = 1,

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,14 @@ struct ps_server {
   char addr[INET6_ADDRSTRLEN];
   int quiet, verbose;
   int max_pending;
-  uint64_t refused, refused_logged_ns; /* acceptor thread only */
+  /* acceptor thread only: the connections that have not proven the token (a reference each),
+   * oldest first, with their source addresses */
+  struct pend {
+    struct ps_conn *c;
+    struct sockaddr_storage from;
+  } *pend;
+  size_t npend, cappend;
+  uint64_t evicted;
 };
 
 /* ---- Logging ---- */
@@ -226,32 +234,63 @@ static void tune_socket(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
 }
 
-/* More than max_pending connections have not proven the token: this one is refused at once (a
- * REFUSE frame if the socket takes it, then closed), logged at most once a second. */
-static void refuse_pending(struct ps_server *s, int fd, const char *peer) {
+/* Connections from one address that may be in the handshake at once: more than any node's heads
+ * connect at a time, so only a flood from one source reaches it. */
+#define MAX_PENDING_PER_SOURCE 32
+
+static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
+  if (a->ss_family != b->ss_family) return false;
+  if (a->ss_family == AF_INET)
+    return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+  return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
+                 sizeof(struct in6_addr));
+}
+
+/* Refused at once for load (a REFUSE frame with PS_FLAG_BUSY if the socket takes it: the head
+ * tries again), summarised with the other strangers. */
+static void refuse_busy(struct ps_server *s, int fd, const char *peer, const char *why) {
   char text[PS_MAX_TEXT];
-  int n = snprintf(text, sizeof text, "too many connections in the handshake (%d pending, "
-                   "braid-ps --max-pending); try again", s->max_pending);
-  struct ps_hdr h = {.type = PS_REFUSE, .len = (uint32_t)n};
+  int n = snprintf(text, sizeof text, "%s; try again", why);
+  struct ps_hdr h = {.type = PS_REFUSE, .flags = PS_FLAG_BUSY, .len = (uint32_t)n};
   uint8_t frame[PS_HDR_BYTES + PS_MAX_TEXT];
   ps_hdr_encode(&h, frame);
   memcpy(frame + PS_HDR_BYTES, text, (size_t)n);
   if (send(fd, frame, PS_HDR_BYTES + (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
   }
   close(fd);
-  s->refused++;
-  uint64_t now = braid_now_ns();
-  if (now - s->refused_logged_ns >= 1000000000ull) {
-    s->refused_logged_ns = now;
-    slog(s, "refused %s: %d connections have not authenticated yet (--max-pending); %llu "
-            "refused so far", peer, s->max_pending, (unsigned long long)s->refused);
+  ps_ctx_stranger(s->ctx, peer, why);
+}
+
+/* Drops the table's entries (and references) for connections that proved the token or are
+ * closing: at every accept, and at least once a second. */
+static void pend_trim(struct ps_server *s) {
+  size_t w = 0;
+  for (size_t i = 0; i < s->npend; i++) {
+    struct ps_conn *c = s->pend[i].c;
+    if (atomic_load(&c->pending) && !atomic_load(&c->closing)) s->pend[w++] = s->pend[i];
+    else ps_conn_put(c);
   }
+  s->npend = w;
+}
+
+/* The table is full: the oldest connection still in the handshake makes room (its socket shut
+ * down: its worker sees it end and closes it), so idle connections cannot keep heads out. */
+static void pend_evict_oldest(struct ps_server *s) {
+  if (!s->npend) return;
+  struct ps_conn *c = s->pend[0].c;
+  shutdown(c->fd, SHUT_RDWR); /* its fd stays open while the reference is held */
+  ps_ctx_stranger(s->ctx, c->peer, "evicted: too many connections in the handshake (braid-ps --max-pending)");
+  ps_conn_put(c);
+  memmove(s->pend, s->pend + 1, (s->npend - 1) * sizeof *s->pend);
+  s->npend--;
+  s->evicted++;
 }
 
 static void accept_ready(struct ps_server *s) {
-  for (;;) {
+  for (int k = 0; k < 256; k++) { /* bounded per wake-up; epoll says when there are more */
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
+    memset(&ss, 0, sizeof ss);
     int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -265,9 +304,22 @@ static void accept_ready(struct ps_server *s) {
     tune_socket(fd);
     char peer[64];
     braid_sockaddr_str((const struct sockaddr *)&ss, peer, sizeof peer);
-    if (ps_ctx_pending(s->ctx) >= s->max_pending) {
-      refuse_pending(s, fd, peer);
+    pend_trim(s);
+    int same = 0;
+    for (size_t i = 0; i < s->npend; i++) same += same_host(&s->pend[i].from, &ss);
+    if (same >= MAX_PENDING_PER_SOURCE) {
+      refuse_busy(s, fd, peer, "too many connections from that address in the handshake");
       continue;
+    }
+    if (ps_ctx_pending(s->ctx) >= s->max_pending) pend_evict_oldest(s); /* one out for one in */
+    if (s->npend == s->cappend) {
+      size_t cap = s->cappend ? 2 * s->cappend : 64;
+      struct pend *p = realloc(s->pend, cap * sizeof *p);
+      if (!p) {
+        refuse_busy(s, fd, peer, "out of memory");
+        continue;
+      }
+      s->pend = p, s->cappend = cap;
     }
     struct worker *w = &s->workers[s->next_worker++ % (unsigned)s->nworkers];
     struct ps_conn *c = ps_conn_new(s->ctx, fd, w, peer);
@@ -275,11 +327,15 @@ static void accept_ready(struct ps_server *s) {
       close(fd);
       continue;
     }
+    ps_conn_get(c); /* the table's */
+    s->pend[s->npend++] = (struct pend){c, ss};
     pthread_mutex_lock(&w->inbox_mu);
     int ok = grow(&w->inbox, &w->capinbox, w->ninbox + 1) == 0;
     if (ok) w->inbox[w->ninbox++] = c;
     pthread_mutex_unlock(&w->inbox_mu);
     if (!ok) {
+      s->npend--;
+      ps_conn_put(c); /* the table's */
       ps_conn_put(c);
       continue;
     }
@@ -296,6 +352,7 @@ static void *acceptor_main(void *arg) {
     int n = epoll_wait(s->epfd, evs, 2, 1000);
     for (int i = 0; i < n; i++)
       if (evs[i].data.fd == s->lfd) accept_ready(s);
+    pend_trim(s);
   }
   return NULL;
 }
@@ -518,6 +575,8 @@ void ps_server_stop(struct ps_server *s) {
     if (w->evfd >= 0) close(w->evfd);
     pthread_mutex_destroy(&w->inbox_mu);
   }
+  for (size_t i = 0; i < s->npend; i++) ps_conn_put(s->pend[i].c);
+  free(s->pend);
   free(s->workers);
   if (s->lfd >= 0) close(s->lfd);
   if (s->epfd >= 0) close(s->epfd);

@@ -68,6 +68,10 @@ struct ps_ctx {
   char *token;
   _Atomic uint64_t mem;
   atomic_int pending; /* connections not authenticated (yet) */
+  pthread_mutex_t strangers_mu; /* refusals of connections that proved nothing, summarised */
+  int strangers;
+  uint64_t strangers_logged_ns;
+  char stranger_last[160];
   pthread_mutex_t reg_mu;
   struct ps_session *sessions;
   int nsessions;
@@ -83,7 +87,8 @@ struct ps_ctx *ps_ctx_create(const struct ps_ctx_opts *o) {
   if (!ctx) return NULL;
   ctx->o = *o;
   ctx->token = strdup(o->token);
-  if (!ctx->token || pthread_mutex_init(&ctx->reg_mu, NULL) != 0) {
+  if (!ctx->token || pthread_mutex_init(&ctx->reg_mu, NULL) != 0 ||
+      pthread_mutex_init(&ctx->strangers_mu, NULL) != 0) {
     free(ctx->token);
     free(ctx);
     return NULL;
@@ -102,6 +107,7 @@ struct ps_ctx *ps_ctx_create(const struct ps_ctx_opts *o) {
 void ps_ctx_destroy(struct ps_ctx *ctx) {
   if (!ctx) return;
   pthread_mutex_destroy(&ctx->reg_mu);
+  pthread_mutex_destroy(&ctx->strangers_mu);
   if (ctx->token) {
     volatile char *t = ctx->token;
     for (size_t i = 0; t[i]; i++) t[i] = 0;
@@ -122,6 +128,27 @@ int ps_ctx_sessions(struct ps_ctx *ctx) {
   int n = ctx->nsessions;
   pthread_mutex_unlock(&ctx->reg_mu);
   return n;
+}
+
+void ps_ctx_stranger(struct ps_ctx *ctx, const char *peer, const char *why) {
+  uint64_t now = ps_ctx_now(ctx);
+  pthread_mutex_lock(&ctx->strangers_mu);
+  ctx->strangers++;
+  snprintf(ctx->stranger_last, sizeof ctx->stranger_last, "%s: %s", peer, why);
+  int n = 0;
+  char last[sizeof ctx->stranger_last];
+  uint64_t since = ctx->strangers_logged_ns;
+  if (!since || now - since >= 1000000000ull) {
+    n = ctx->strangers;
+    memcpy(last, ctx->stranger_last, sizeof last);
+    ctx->strangers = 0;
+    ctx->strangers_logged_ns = now;
+  }
+  pthread_mutex_unlock(&ctx->strangers_mu);
+  if (n == 1) ps_logf(ctx, PS_LOG_INFO, "refused %s", last);
+  else if (n > 1)
+    ps_logf(ctx, PS_LOG_INFO, "refused %d connections that proved nothing in the last %.1f s (the last: %s)", n,
+            (double)(now - since) / 1e9, last);
 }
 
 void ps_logf(struct ps_ctx *ctx, int level, const char *fmt, ...) {
@@ -393,8 +420,8 @@ static void refuse(struct ps_conn *c, const char *fmt, ...) {
     ps_logf(c->ctx, PS_LOG_INFO, "refused %s (session %02x%02x%02x%02x rank %u/%u): %s", c->peer,
             c->hello.session[0], c->hello.session[1], c->hello.session[2], c->hello.session[3],
             c->hello.rank, c->hello.nranks, reason);
-  else
-    ps_logf(c->ctx, PS_LOG_INFO, "refused %s: %s", c->peer, reason);
+  else /* a stranger (nothing proven): one line a second for all of them */
+    ps_ctx_stranger(c->ctx, c->peer, reason);
   ps_conn_close(c, PS_REFUSE, 0, 0, reason);
 }
 
@@ -417,14 +444,14 @@ static void violation(struct ps_conn *c, uint64_t seq, uint32_t part, const char
 
 void ps_proto_conn_init(struct ps_conn *c) {
   c->hs_deadline = ps_ctx_now(c->ctx) + c->ctx->o.handshake_timeout_ns;
-  c->pending = 1;
+  atomic_store(&c->pending, 1);
   atomic_fetch_add(&c->ctx->pending, 1);
   ps_logf(c->ctx, PS_LOG_DEBUG, "connection from %s", c->peer);
 }
 
 static void not_pending(struct ps_conn *c) {
-  if (!c->pending) return;
-  c->pending = 0;
+  if (!atomic_load(&c->pending)) return;
+  atomic_store(&c->pending, 0);
   atomic_fetch_sub(&c->ctx->pending, 1);
 }
 
@@ -616,7 +643,9 @@ static int push_header(struct ps_conn *c, const struct ps_hdr *h, uint8_t **dst,
       p = NULL;
       bad = over ? "memory limit: no room for a partition record" : "out of memory";
     }
-  } else if (!p->settled && (p->len != h->len || p->dtype != h->dtype || p->op != h->op)) {
+  } else if ((!p->settled || p->len) && (p->len != h->len || p->dtype != h->dtype || p->op != h->op)) {
+    /* (a settled partition's length too, once a PUSH set it: every buffer of the partition is
+     * given back at its length, so one of another length would leave the difference counted) */
     bad = "PUSH differs from the partition's first PUSH (length, data type or op)";
   } else if (p->rs[c->rank] & (RS_PUSHED | RS_GONE)) {
     bad = "duplicate PUSH";

@@ -76,6 +76,9 @@ uint64_t ps_ctx_now(struct ps_ctx *ctx);
 uint64_t ps_ctx_linger(struct ps_ctx *ctx);
 const struct ps_io_ops *ps_ctx_io(struct ps_ctx *ctx);
 
+/* A connection that proved nothing was refused (peer, why): counted, and logged in one line a
+ * second for all of them. */
+void ps_ctx_stranger(struct ps_ctx *ctx, const char *peer, const char *why);
 /* Formats and logs a line (no newline needed). */
 void ps_logf(struct ps_ctx *ctx, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -311,6 +311,7 @@ struct hs {
   uint8_t buf[PS_HDR_BYTES + PS_MAX_TEXT + PS_TAG_BYTES];
   size_t got;
   uint64_t retry_at;
+  int tries; /* attempts turned away for load or closed unanswered: the back-off grows */
   char why[320];
   const struct server_list *servers;
 };
@@ -320,6 +321,20 @@ static void hs_fail(struct hs *h, const char *fmt, const char *detail) {
   if (h->fd >= 0) close(h->fd);
   h->fd = -1;
   h->st = HS_FAILED;
+}
+
+/* Turned away before anything was proven (a server busy with a flood of strangers evicts the
+ * oldest and refuses for load; one restarting closes): tried again after 100 ms, doubling up to
+ * 1 s, until the connect's deadline. */
+static void hs_retry(struct hs *h, const char *why) {
+  snprintf(h->why, sizeof h->why, "%s", why);
+  if (h->fd >= 0) close(h->fd);
+  h->fd = -1;
+  h->got = 0;
+  uint64_t wait = 100000000ull << (h->tries < 4 ? h->tries : 4);
+  h->retry_at = braid_now_ns() + (wait < 1000000000ull ? wait : 1000000000ull);
+  h->tries++;
+  h->st = HS_RETRY;
 }
 
 static int hs_send(struct hs *h, const struct ps_hdr *hdr, const void *payload) {
@@ -358,7 +373,10 @@ static int hs_read(struct hs *h, struct ps_hdr *hdr) {
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
-    hs_fail(h, "%s", n == 0 ? "the server closed the connection during the handshake" : strerror(errno));
+    if (h->st == HS_CHALLENGE) /* nothing proven yet: a busy server evicted it, or one restarting */
+      hs_retry(h, n == 0 ? "the server closed the connection before its challenge" : strerror(errno));
+    else
+      hs_fail(h, "%s", n == 0 ? "the server closed the connection during the handshake" : strerror(errno));
     return -1;
   }
 }
@@ -460,9 +478,11 @@ static void hs_step(struct hs *h, int i, struct braid_collcomm *cc, const char *
       }
     }
     if (hdr.type == PS_REFUSE || hdr.type == PS_ERROR) {
-      char text[PS_MAX_TEXT + 1];
+      char text[PS_MAX_TEXT + 1], why[PS_MAX_TEXT + 16];
       ps_text_decode(h->buf + PS_HDR_BYTES, hdr.len, text, sizeof text);
-      hs_fail(h, "refused: %s", text);
+      snprintf(why, sizeof why, "refused: %s", text);
+      if (hdr.type == PS_REFUSE && (hdr.flags & PS_FLAG_BUSY) && h->st == HS_CHALLENGE) hs_retry(h, why);
+      else hs_fail(h, "%s", why);
       return;
     }
     if (h->st == HS_CHALLENGE && hdr.type == PS_CHALLENGE) {
