@@ -353,6 +353,7 @@ static void *acceptor_main(void *arg) {
     for (int i = 0; i < n; i++)
       if (evs[i].data.fd == s->lfd) accept_ready(s);
     pend_trim(s);
+    ps_ctx_strangers_flush(s->ctx);
   }
   return NULL;
 }

@@ -104,8 +104,11 @@ struct ps_ctx *ps_ctx_create(const struct ps_ctx_opts *o) {
   return ctx;
 }
 
+static void strangers_log(struct ps_ctx *ctx, uint64_t now, int flush);
+
 void ps_ctx_destroy(struct ps_ctx *ctx) {
   if (!ctx) return;
+  strangers_log(ctx, ps_ctx_now(ctx), 1);
   pthread_mutex_destroy(&ctx->reg_mu);
   pthread_mutex_destroy(&ctx->strangers_mu);
   if (ctx->token) {
@@ -130,15 +133,13 @@ int ps_ctx_sessions(struct ps_ctx *ctx) {
   return n;
 }
 
-void ps_ctx_stranger(struct ps_ctx *ctx, const char *peer, const char *why) {
-  uint64_t now = ps_ctx_now(ctx);
+/* Logs the strangers counted since the last line, if a second has passed (or flush and any). */
+static void strangers_log(struct ps_ctx *ctx, uint64_t now, int flush) {
   pthread_mutex_lock(&ctx->strangers_mu);
-  ctx->strangers++;
-  snprintf(ctx->stranger_last, sizeof ctx->stranger_last, "%s: %s", peer, why);
   int n = 0;
   char last[sizeof ctx->stranger_last];
   uint64_t since = ctx->strangers_logged_ns;
-  if (!since || now - since >= 1000000000ull) {
+  if (ctx->strangers && (flush || !since || now - since >= 1000000000ull)) {
     n = ctx->strangers;
     memcpy(last, ctx->stranger_last, sizeof last);
     ctx->strangers = 0;
@@ -148,8 +149,18 @@ void ps_ctx_stranger(struct ps_ctx *ctx, const char *peer, const char *why) {
   if (n == 1) ps_logf(ctx, PS_LOG_INFO, "refused %s", last);
   else if (n > 1)
     ps_logf(ctx, PS_LOG_INFO, "refused %d connections that proved nothing in the last %.1f s (the last: %s)", n,
-            (double)(now - since) / 1e9, last);
+            since ? (double)(now - since) / 1e9 : 0.0, last);
 }
+
+void ps_ctx_stranger(struct ps_ctx *ctx, const char *peer, const char *why) {
+  pthread_mutex_lock(&ctx->strangers_mu);
+  ctx->strangers++;
+  snprintf(ctx->stranger_last, sizeof ctx->stranger_last, "%s: %s", peer, why);
+  pthread_mutex_unlock(&ctx->strangers_mu);
+  strangers_log(ctx, ps_ctx_now(ctx), 0);
+}
+
+void ps_ctx_strangers_flush(struct ps_ctx *ctx) { strangers_log(ctx, ps_ctx_now(ctx), 0); }
 
 void ps_logf(struct ps_ctx *ctx, int level, const char *fmt, ...) {
   if (!ctx->o.log || (level > PS_LOG_INFO && !ctx->o.verbose)) return;

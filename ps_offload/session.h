@@ -79,6 +79,8 @@ const struct ps_io_ops *ps_ctx_io(struct ps_ctx *ctx);
 /* A connection that proved nothing was refused (peer, why): counted, and logged in one line a
  * second for all of them. */
 void ps_ctx_stranger(struct ps_ctx *ctx, const char *peer, const char *why);
+/* The count of the last second, when it was not logged yet (the acceptor calls it every second). */
+void ps_ctx_strangers_flush(struct ps_ctx *ctx);
 /* Formats and logs a line (no newline needed). */
 void ps_logf(struct ps_ctx *ctx, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

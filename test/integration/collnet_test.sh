@@ -166,6 +166,26 @@ if ! want collnet-unconfigured; then :
 elif ! env -u BRAID_PS_SERVERS NCCL_COLLNET_ENABLE=1 timeout 60 "$PERF" "${C[@]}" -n 2 -b 1K -e 1K --iters 1 -w 0 \
      >"$tmp/out" 2>&1 && grep -q "BRAID_PS_SERVERS" "$tmp/out"; then ok "collnet-unconfigured"; else bad "collnet-unconfigured"; fi
 
+# 2000 connections that send garbage and go: braid-ps refuses each, in one log line a second
+# (it wrote one line each), and still serves a job right after.
+if want collnet-strangers-summarised; then
+  before=$(wc -l <"$tmp/ps1.log")
+  t0=$SECONDS
+  for i in $(seq 2000); do
+    { exec 3<>/dev/tcp/127.0.0.1/"${port[1]}" && printf 'not a braid-ps frame %d\n' "$i" >&3 && exec 3>&-; } 2>/dev/null
+  done
+  sleep 1.5
+  lines=$(( $(wc -l <"$tmp/ps1.log") - before ))
+  took=$((SECONDS - t0))
+  if [ "$lines" -ge 1 ] && [ "$lines" -le $((took + 4)) ] &&
+     timeout 120 "$PERF" "${C[@]}" -n 2 -b 1K -e 1M -f 32 --iters 2 -w 1 >"$tmp/out" 2>&1; then
+    ok "collnet-strangers-summarised ($lines lines in $took s for 2000 connections)"
+  else
+    bad "collnet-strangers-summarised ($lines log lines in $took s for 2000 connections)"
+    tail -n 5 "$tmp/ps1.log" | sed 's/^/     /'
+  fi
+fi
+
 # The servers' own logs: no sanitizer report, whatever the clients saw.
 if grep -l -E "ThreadSanitizer|AddressSanitizer|LeakSanitizer|runtime error" "$tmp"/ps*.log >/dev/null 2>&1; then
   bad "servers-sanitizer-clean"; grep -h -A12 -E "ThreadSanitizer|AddressSanitizer|runtime error" "$tmp"/ps*.log | head -40
