@@ -76,16 +76,16 @@ int braid_verbs_ep_connect(struct braid_verbs_ep *ep, const struct braid_verbs_e
   (void)ep, (void)peer;
   return 0;
 }
-int braid_verbs_ep_reg(struct braid_verbs_ep *ep, void *buf, size_t len, struct braid_verbs_mr *out) {
-  (void)ep;
+int braid_verbs_ep_reg(struct braid_verbs_ep *ep, void *buf, size_t len, bool remote, struct braid_verbs_mr *out) {
+  (void)ep, (void)remote;
   *out = (struct braid_verbs_mr){.addr = buf, .len = len, .lkey = 1, .rkey = 2};
   return 0;
 }
 void braid_verbs_ep_dereg(struct braid_verbs_ep *ep, struct braid_verbs_mr *mr) { (void)ep, (void)mr; }
-int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, uint64_t offset, int fd,
+int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, uint64_t offset, int fd, bool remote,
                               struct braid_verbs_mr *out) {
   (void)offset, (void)fd;
-  return braid_verbs_ep_reg(ep, buf, len, out);
+  return braid_verbs_ep_reg(ep, buf, len, remote, out);
 }
 /* The harness never flushes (braid_vc_flush is not scripted): the loopback QP never opens. */
 int braid_verbs_flush_open(struct braid_verbs_ep *ep, struct braid_verbs_flush **out) {

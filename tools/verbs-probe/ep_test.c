@@ -194,7 +194,7 @@ static int run(int rail, bool blackhole) {
     if (braid_verbs_ep_connect(ep[s], &addr[1 - s])) goto out;
   printf("connected: %s QP %u <-> %s QP %u\n", braid_verbs_ep_name(ep[0]), addr[0].qpn,
          braid_verbs_ep_name(ep[1]), addr[1].qpn);
-  if (braid_verbs_ep_reg(ep[0], sbuf, bytes, &src) || braid_verbs_ep_reg(ep[1], dbuf, bytes, &dst)) goto out;
+  if (braid_verbs_ep_reg(ep[0], sbuf, bytes, false, &src) || braid_verbs_ep_reg(ep[1], dbuf, bytes, true, &dst)) goto out;
   if (blackhole)
     rc = test_blackhole(ep, &src, &dst);
   else

@@ -608,8 +608,8 @@ int braid_vc_reg(struct braid_vc *vc, void *buf, size_t len, int fd, uint64_t of
   struct braid_vc_mem *m = calloc(1, sizeof *m);
   if (!m) return -1;
   for (int r = 0; len && r < vc->nrails; r++, m->n++)
-    if (fd >= 0 ? braid_verbs_ep_reg_dmabuf(vc->ep[r], buf, len, offset, fd, &m->mr[r])
-                : braid_verbs_ep_reg(vc->ep[r], buf, len, &m->mr[r])) {
+    if (fd >= 0 ? braid_verbs_ep_reg_dmabuf(vc->ep[r], buf, len, offset, fd, !vc->sender, &m->mr[r])
+                : braid_verbs_ep_reg(vc->ep[r], buf, len, !vc->sender, &m->mr[r])) {
       braid_vc_dereg(vc, m);
       return -1;
     }

@@ -288,7 +288,12 @@ int braid_verbs_ep_loop(struct braid_verbs_ep *ep, struct ibv_qp *qp) {
 struct ibv_pd *braid_verbs_ep_pd(const struct braid_verbs_ep *ep) { return ep->pd; }
 struct ibv_context *braid_verbs_ep_context(const struct braid_verbs_ep *ep) { return ep->ctx; }
 
-int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, uint64_t offset, int fd,
+/* What a registration grants: a sender's buffer is only read by its own NIC. */
+static int reg_access(bool remote) {
+  return IBV_ACCESS_LOCAL_WRITE | (remote ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0);
+}
+
+int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, uint64_t offset, int fd, bool remote,
                               struct braid_verbs_mr *out) {
   memset(out, 0, sizeof *out);
   if (!fn.reg_dmabuf_mr) {
@@ -296,8 +301,7 @@ int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, 
     return -1;
   }
   /* iova = the buffer's address: keys and remote addresses work as for ibv_reg_mr's */
-  struct ibv_mr *mr = fn.reg_dmabuf_mr(ep->pd, offset, len, (uintptr_t)buf, fd,
-                                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  struct ibv_mr *mr = fn.reg_dmabuf_mr(ep->pd, offset, len, (uintptr_t)buf, fd, reg_access(remote));
   if (!mr) {
     BRAID_WARN("%s: ibv_reg_dmabuf_mr(fd %d, offset %llu, %zu bytes at %p) failed: %s", ep->name, fd,
                (unsigned long long)offset, len, buf, strerror(errno));
@@ -308,9 +312,9 @@ int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, 
   return 0;
 }
 
-int braid_verbs_ep_reg(struct braid_verbs_ep *ep, void *buf, size_t len, struct braid_verbs_mr *out) {
+int braid_verbs_ep_reg(struct braid_verbs_ep *ep, void *buf, size_t len, bool remote, struct braid_verbs_mr *out) {
   memset(out, 0, sizeof *out);
-  struct ibv_mr *mr = fn.reg_mr(ep->pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  struct ibv_mr *mr = fn.reg_mr(ep->pd, buf, len, reg_access(remote));
   if (!mr) {
     BRAID_WARN("%s: ibv_reg_mr(%p, %zu) failed: %s", ep->name, buf, len, strerror(errno));
     return -1;

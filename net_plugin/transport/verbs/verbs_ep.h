@@ -73,12 +73,14 @@ void braid_verbs_ep_addr(const struct braid_verbs_ep *ep, struct braid_verbs_ep_
  * with a WARN. */
 int braid_verbs_ep_connect(struct braid_verbs_ep *ep, const struct braid_verbs_ep_addr *peer);
 
-/* Registers [buf, buf+len) for local and remote read/write.  0, or -1 with a WARN. */
-int braid_verbs_ep_reg(struct braid_verbs_ep *ep, void *buf, size_t len, struct braid_verbs_mr *out);
+/* Registers [buf, buf+len): for local access only, or with remote (a receiver's buffers: the peer
+ * RDMA-writes into them, the flush RDMA-reads them back) for remote read and write too; a
+ * sender's buffers never grant the peer anything.  0, or -1 with a WARN. */
+int braid_verbs_ep_reg(struct braid_verbs_ep *ep, void *buf, size_t len, bool remote, struct braid_verbs_mr *out);
 /* Registers the dma-buf fd's [offset, offset+len), mapped at buf (the iova: keys and addresses
  * work as for braid_verbs_ep_reg's).  The fd is needed only during the call.  0, or -1 with a
  * WARN (also when libibverbs lacks ibv_reg_dmabuf_mr). */
-int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, uint64_t offset, int fd,
+int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, uint64_t offset, int fd, bool remote,
                               struct braid_verbs_mr *out);
 /* Deregisters; the caller makes sure no posted work still uses it. */
 void braid_verbs_ep_dereg(struct braid_verbs_ep *ep, struct braid_verbs_mr *mr);
