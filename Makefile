@@ -142,7 +142,7 @@ $(CORE): $(call obj,$(COMMON_SRCS) $(CUDA_SRCS) $(NET_SRCS) $(PS_WIRE_SRCS) $(TU
 	@rm -f $@
 	ar rcs $@ $^
 
-$(PSCORE): $(call obj,$(PS_SRCS))
+$(PSCORE): $(call obj,$(PS_SRCS) common/secret.c)
 	@rm -f $@
 	ar rcs $@ $^
 

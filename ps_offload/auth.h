@@ -24,6 +24,8 @@
 
 #include "proto.h"
 
+#define PS_TOKEN_MAX 4096 /* bytes of a job's token, at most (braid-ps and the heads) */
+
 #ifdef __cplusplus
 extern "C" {
 #endif

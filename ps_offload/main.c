@@ -10,11 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "param.h"
 #include "reduce.h"
+#include "secret.h"
 #include "server.h"
 
-#define TOKEN_MAX 4096
+#define TOKEN_MAX PS_TOKEN_MAX
 
 static const char usage[] =
     "usage: braid-ps --listen ADDR:PORT [--threads N] [--token-file FILE] [--max-memory BYTES]\n"
@@ -54,11 +56,13 @@ static const char usage[] =
     "  -h, --help           this text.\n"
     "\n"
     "Token: the heads and the servers of a job share a secret token (the plugin reads it from\n"
-    "BRAID_PS_TOKEN).  It never crosses the network: the head proves it knows the token first\n"
+    "BRAID_PS_TOKEN_FILE, else BRAID_PS_TOKEN).  It never crosses the network: the head proves\n"
+    "it knows the token first\n"
     "(HMAC-SHA256 over both sides' fresh nonces and the HELLO), then the server; with frame\n"
     "authentication (the heads' BRAID_PS_FRAME_AUTH, on by default) every later frame carries\n"
     "a Poly1305 tag under a key of that connection.  Use a long random string, e.g.\n"
-    "`openssl rand -hex 32`, and keep the token file readable by the server's user only.\n"
+    "`openssl rand -hex 32`, and keep the token file readable by the server's user only.  Run\n"
+    "braid-ps as a user of its own: it needs no privilege.\n"
     "\n"
     "What a client (CollNet head) must do, per connection (the protocol is ps_offload/proto.h):\n"
     "  1. send HELLO {version 2, session id, rank, nranks, nonce}; header flag bit 0 set when\n"
@@ -256,8 +260,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "braid-ps: --listen ADDR:PORT is required (see --help)\n");
     return 2;
   }
-  static char token[TOKEN_MAX + 1];
-  if (load_token(token_file, token, sizeof token) != 0) return 2;
+  if (geteuid() == 0)
+    fprintf(stderr, "braid-ps: warning: running as root; braid-ps needs no privilege at all: run it as a "
+                    "user of its own (the Debian package's service does; docs/braid-ps.md)\n");
+  char *token = braid_secret_alloc(TOKEN_MAX + 1); /* out of core dumps and swap */
+  if (!token) {
+    fprintf(stderr, "braid-ps: no memory for the token\n");
+    return 1;
+  }
+  if (load_token(token_file, token, TOKEN_MAX + 1) != 0) return braid_secret_free(token, TOKEN_MAX + 1), 2;
   o.token = token;
 
   /* Every thread inherits the mask; this one waits for the signals. */
@@ -288,6 +299,6 @@ int main(int argc, char **argv) {
   }
   ps_log_stderr(NULL, PS_LOG_INFO, sig == SIGINT ? "SIGINT: shutting down" : "SIGTERM: shutting down");
   ps_server_stop(s);
-  explicit_bzero(token, sizeof token);
+  braid_secret_free(token, TOKEN_MAX + 1);
   return 0;
 }

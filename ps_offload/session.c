@@ -1,5 +1,6 @@
 /* braid-ps: handshake, sessions, partitions and the reduction (see session.h). */
 #include "session.h"
+#include "secret.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -65,7 +66,8 @@ struct ps_session {
 
 struct ps_ctx {
   struct ps_ctx_opts o;
-  char *token;
+  char *token; /* braid_secret_alloc(token_size) */
+  size_t token_size;
   _Atomic uint64_t mem;
   atomic_int pending; /* connections not authenticated (yet) */
   pthread_mutex_t strangers_mu; /* refusals of connections that proved nothing, summarised */
@@ -86,13 +88,15 @@ struct ps_ctx *ps_ctx_create(const struct ps_ctx_opts *o) {
   struct ps_ctx *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return NULL;
   ctx->o = *o;
-  ctx->token = strdup(o->token);
+  ctx->token_size = strlen(o->token) + 1;
+  ctx->token = braid_secret_alloc(ctx->token_size); /* out of core dumps and swap */
   if (!ctx->token || pthread_mutex_init(&ctx->reg_mu, NULL) != 0 ||
       pthread_mutex_init(&ctx->strangers_mu, NULL) != 0) {
-    free(ctx->token);
+    braid_secret_free(ctx->token, ctx->token_size);
     free(ctx);
     return NULL;
   }
+  memcpy(ctx->token, o->token, ctx->token_size);
   ctx->o.token = ctx->token;
   if (!ctx->o.max_memory) ctx->o.max_memory = DEFAULT_MAX_MEMORY;
   if (!ctx->o.join_timeout_ns) ctx->o.join_timeout_ns = DEFAULT_JOIN_TIMEOUT_NS;
@@ -111,11 +115,7 @@ void ps_ctx_destroy(struct ps_ctx *ctx) {
   strangers_log(ctx, ps_ctx_now(ctx), 1);
   pthread_mutex_destroy(&ctx->reg_mu);
   pthread_mutex_destroy(&ctx->strangers_mu);
-  if (ctx->token) {
-    volatile char *t = ctx->token;
-    for (size_t i = 0; t[i]; i++) t[i] = 0;
-  }
-  free(ctx->token);
+  braid_secret_free(ctx->token, ctx->token_size);
   free(ctx);
 }
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -142,6 +143,39 @@ static const struct server_list *servers_for(const char *spec) {
   return sl;
 }
 
+/* The job's token into buf: BRAID_PS_TOKEN_FILE's first line, else BRAID_PS_TOKEN.  1, 0 when
+ * neither is set, -1 (WARN) when the file cannot be read or the token does not fit. */
+static int coll_token(char *buf, size_t n) {
+  const char *file = braid_param_str(BRAID_P_PS_TOKEN_FILE);
+  buf[0] = 0;
+  if (!*file) {
+    const char *t = braid_param_str(BRAID_P_PS_TOKEN);
+    if (strlen(t) >= n) {
+      BRAID_WARN("CollNet off: BRAID_PS_TOKEN is longer than %zu bytes", n - 1);
+      return -1;
+    }
+    snprintf(buf, n, "%s", t);
+    return *buf != 0;
+  }
+  FILE *f = fopen(file, "re");
+  if (!f) {
+    BRAID_WARN("CollNet off: BRAID_PS_TOKEN_FILE %s cannot be read: %s", file, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
+    BRAID_WARN_ONCE("BRAID_PS_TOKEN_FILE %s is readable by other users (chmod 600)", file);
+  bool ok = fgets(buf, (int)n, f) != NULL;
+  fclose(f);
+  size_t len = ok ? strcspn(buf, "\r\n") : 0;
+  if (ok && len == n - 1) {
+    BRAID_WARN("CollNet off: the token in BRAID_PS_TOKEN_FILE %s is longer than %zu bytes", file, n - 2);
+    return -1;
+  }
+  buf[len] = 0;
+  return len > 0;
+}
+
 ncclResult_t braid_coll_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger, const char *abi) {
   if (ctx) *ctx = NULL;
   braid_log_set_logger(logger);
@@ -165,9 +199,13 @@ ncclResult_t braid_coll_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t log
     BRAID_WARN("invalid configuration: BRAID_PS_WEIGHTING=\"%s\" (use adaptive or equal)", weighting);
     return ncclInvalidArgument;
   }
-  if (!*braid_param_str(BRAID_P_PS_TOKEN)) {
-    BRAID_WARN("CollNet off: BRAID_PS_SERVERS is set but BRAID_PS_TOKEN is not (the job's token, "
-               "the same one the braid-ps servers were started with)");
+  char token[PS_TOKEN_MAX + 1];
+  int have = coll_token(token, sizeof token);
+  explicit_bzero(token, sizeof token);
+  if (have < 0) return ncclInvalidArgument;
+  if (!have) {
+    BRAID_WARN("CollNet off: BRAID_PS_SERVERS is set but neither BRAID_PS_TOKEN nor BRAID_PS_TOKEN_FILE is "
+               "(the job's token, the same one the braid-ps servers were started with)");
     return ncclInvalidArgument;
   }
   if (ps_auth_init() != 0) {
@@ -521,7 +559,11 @@ static void hs_step(struct hs *h, int i, struct braid_collcomm *cc, const char *
 
 static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct server_list *servers,
                                    const struct braid_iface *const *rails, int nrails) {
-  const char *token = braid_param_str(BRAID_P_PS_TOKEN);
+  char token[PS_TOKEN_MAX + 1];
+  if (coll_token(token, sizeof token) <= 0) {
+    explicit_bzero(token, sizeof token);
+    return ncclInvalidArgument;
+  }
   struct hs hs[PS_MAX_SERVERS];
   uint64_t now = braid_now_ns();
   uint64_t deadline = now + (uint64_t)braid_param_int(BRAID_P_PS_CONNECT_TIMEOUT_MS) * 1000000ull;
@@ -585,6 +627,7 @@ static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct serve
     }
   }
   explicit_bzero(hs, sizeof hs); /* the keys live on in cc->srv[] only */
+  explicit_bzero(token, sizeof token);
   if (!ready) {
     BRAID_WARN("CollNet rank %d/%d: no braid-ps server usable (BRAID_PS_SERVERS=%s); NCCL falls "
                "back to its other algorithms for this communicator", cc->rank, cc->nranks,

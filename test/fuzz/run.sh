@@ -28,7 +28,7 @@ if [ -n "${FUZZ_TARGETS:-}" ]; then read -ra TARGETS <<<"$FUZZ_TARGETS"; fi
 mkdir -p "$OUT/artifacts"
 
 PS_ENGINE=(ps_offload/session.c ps_offload/conn.c ps_offload/proto.c ps_offload/auth.c ps_offload/reduce.c ps_offload/reduce_x86.c
-           common/dynlib.c common/sodium_lib.c common/param.c common/log.c)
+           common/dynlib.c common/sodium_lib.c common/param.c common/log.c common/secret.c)
 WIRE=(net_plugin/wire/*.c) # every wire format (net_plugin/wire/wire.h)
 DATA_PATH=(net_plugin/stripe/rx.c net_plugin/stripe/tx.c net_plugin/stripe/sched.c net_plugin/transport/socket/ack_out.c
            "${WIRE[@]}" net_plugin/transport/socket/sock_stream.c net_plugin/transport/socket/sock_tx.c

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <string>
 #include <thread>
@@ -119,6 +120,36 @@ TEST(CollNetFlood, HeadsGetThroughAServerFloodedWithStrangers) {
   EXPECT_EQ(coll.finalize(ctx), ncclSuccess);
   unsetenv("BRAID_PS_SERVERS");
   unsetenv("BRAID_PS_TOKEN");
+  braid_params_reload();
+}
+
+// The token from a file (BRAID_PS_TOKEN_FILE: out of the environment and a container's
+// configuration), BRAID_PS_TOKEN unset: CollNet connects and reduces; a file that cannot be read
+// turns CollNet off at init with the reason.
+TEST(CollNetToken, FromAFileOutOfTheEnvironment) {
+  braid_log_set_logger(wire_watch::Logger);
+  Servers srv;
+  ASSERT_TRUE(srv.s[0] && srv.s[1]);
+  char path[] = "/tmp/braid-token-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "flood-token\n", 12), 12);
+  close(fd);
+  setenv("BRAID_SOCKET_IFNAME", "lo", 1);
+  setenv("BRAID_PS_SERVERS", srv.list.c_str(), 1);
+  unsetenv("BRAID_PS_TOKEN");
+  setenv("BRAID_PS_TOKEN_FILE", path, 1);
+  braid_params_reload();
+  void* ctx = nullptr;
+  ASSERT_EQ(coll.init(&ctx, 1, wire_watch::Logger), ncclSuccess) << wire_watch::TakeWarnings();
+  EXPECT_EQ(ConnectAndReduce(ctx, 5), "") << wire_watch::TakeWarnings();
+  EXPECT_EQ(coll.finalize(ctx), ncclSuccess);
+  unlink(path);
+  wire_watch::TakeWarnings();
+  EXPECT_NE(coll.init(&ctx, 1, wire_watch::Logger), ncclSuccess) << "init with an unreadable token file";
+  EXPECT_NE(wire_watch::TakeWarnings().find(path), std::string::npos) << "the WARN does not name the file";
+  unsetenv("BRAID_PS_SERVERS");
+  unsetenv("BRAID_PS_TOKEN_FILE");
   braid_params_reload();
 }
 
