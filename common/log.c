@@ -1,6 +1,7 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,19 @@ static int log_stderr_level(void) {
   if (!strcasecmp(v, "TRACE")) return NCCL_LOG_TRACE;
   if (!strcasecmp(v, "ABORT")) return NCCL_LOG_ABORT;
   return NCCL_LOG_WARN;
+}
+
+void braid_warn_loud(const char *file, int line, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  braid_log(NCCL_LOG_WARN, NCCL_ALL, file, line, "%s", msg);
+  const char *v = getenv("NCCL_DEBUG"); /* NCCL prints WARNs with WARN, INFO, ABORT or TRACE */
+  bool shown = v && (!strcasecmp(v, "WARN") || !strcasecmp(v, "INFO") || !strcasecmp(v, "ABORT") ||
+                     !strcasecmp(v, "TRACE"));
+  if (atomic_load(&log_logger) && !shown) fprintf(stderr, "[%d] NET/braid WARN %s\n", (int)getpid(), msg);
 }
 
 void braid_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,

@@ -25,4 +25,11 @@ void braid_log(ncclDebugLogLevel level, unsigned long flags, const char *file, i
     if (!atomic_flag_test_and_set(&braid_warned_)) BRAID_WARN(__VA_ARGS__);   \
   } while (0)
 
+/* A WARN the user must see even where NCCL's logger shows none (NCCL prints WARNs only with
+ * NCCL_DEBUG set, and a call that succeeds leaves no error behind): through NCCL's logger, and
+ * also on stderr when NCCL_DEBUG would hide it.  For what weakens the job silently (a security
+ * fallback), never for errors, which NCCL reports with the call that failed. */
+void braid_warn_loud(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define BRAID_WARN_LOUD(...) braid_warn_loud(__FILE__, __LINE__, __VA_ARGS__)
+
 #endif

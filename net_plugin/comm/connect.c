@@ -161,11 +161,12 @@ static ncclResult_t connect_start(void *owner, int traffic_class, const struct b
                peer, caps & BRAID_CAPS_MAC ? "requires authentication (BRAID_NET_AUTH=required)"
                : "cannot authenticate (no libsodium, or BRAID_NET_AUTH=plain)",
                h.auth_caps & BRAID_CAPS_MAC ? "requires it" : "cannot");
-  if (mode == BRAID_AUTH_PLAIN)
-    BRAID_WARN_ONCE("connect on device %d to %s: the hello carries the connection secret in clear "
+  static atomic_flag plain_said = ATOMIC_FLAG_INIT;
+  if (mode == BRAID_AUTH_PLAIN && !atomic_flag_test_and_set(&plain_said)) /* seen without NCCL_DEBUG */
+    BRAID_WARN_LOUD("connect on device %d to %s: the hello carries the connection secret in clear "
                     "(%s has no libsodium, or BRAID_NET_AUTH=plain): anyone who reads the data "
-                    "network can attach streams; install libsodium23 on every node, or set "
-                    "BRAID_NET_AUTH=required", dev, peer,
+                    "network can attach streams; install libsodium23 on every node and unset "
+                    "BRAID_NET_AUTH (required is the default)", dev, peer,
                     caps & BRAID_CAPS_MAC ? "the peer" : "this node");
   struct braid_connect *k = calloc(1, sizeof *k);
   if (!k) return ncclSystemError;

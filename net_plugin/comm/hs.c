@@ -22,7 +22,7 @@ static const char *caps_word(int caps) {
 
 int braid_hs_caps(void) {
   const char *v = braid_param_str(BRAID_P_NET_AUTH);
-  bool plain = !strcmp(v, "plain"), required = !strcmp(v, "required");
+  bool plain = !strcmp(v, "plain"), required = !strcmp(v, "required") || !*v; /* "": the default */
   if (!plain && !required && *v && strcmp(v, "auto")) {
     BRAID_WARN("BRAID_NET_AUTH=\"%s\": use auto, required or plain", v);
     return -1;
@@ -30,8 +30,10 @@ int braid_hs_caps(void) {
   if (plain) return 0;
   if (braid_sodium()) return BRAID_CAPS_MAC | (required ? BRAID_CAPS_REQUIRED : 0);
   if (required) {
-    BRAID_WARN("BRAID_NET_AUTH=required, but libsodium cannot be loaded (%s): no connection can "
-               "be authenticated (apt-get install libsodium23)", braid_sodium_error());
+    BRAID_WARN("BRAID_NET_AUTH=required%s, but libsodium cannot be loaded (%s): no connection can be "
+               "authenticated; apt-get install libsodium23, or set BRAID_NET_AUTH=auto on every node to let "
+               "connections prove the secret in clear (docs/security.md)",
+               braid_param_from(BRAID_P_NET_AUTH) ? "" : " (the default)", braid_sodium_error());
     return -1;
   }
   return 0;

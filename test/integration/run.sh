@@ -106,14 +106,16 @@ printf 'braid-calibration 1\nnranks 2\nnnodes 2\nallreduce ring simple 4096 200 
 if tuner_pair ok BRAID_TUNER_CALIB="$tmp/calA2"; then ok "tuner-inputs-same"; else cat "$tmp/t0" "$tmp/t1" >"$tmp/out"; bad "tuner-inputs-same"; fi
 if tuner_pair fail BRAID_TUNER_CALIB="$tmp/calB"; then ok "tuner-inputs-differ-refused"; else cat "$tmp/t0" "$tmp/t1" >"$tmp/out"; bad "tuner-inputs-differ-refused"; fi
 
-# The data streams' authentication (docs/security.md): rank 0 with BRAID_NET_AUTH=$1, rank 1 with
-# $2.  required against a node that cannot authenticate (plain: as without libsodium) fails on
-# both ranks at once, each naming BRAID_NET_AUTH; auto against plain works, with the WARN that
-# the secret went in clear.
+# The data streams' authentication (docs/security.md): rank 0 with BRAID_NET_AUTH=$1 (default:
+# unset), rank 1 with $2.  required, the default, against a node that cannot authenticate (plain:
+# as without libsodium) fails on both ranks at once, each naming BRAID_NET_AUTH; auto against
+# plain works, with the WARN that the secret went in clear.
 auth_pair() {
   local port=$((21000 + RANDOM % 20000))
   local args=(sendrecv -b 1K -e 1K --iters 5 -w 1 --nranks 2 --rendezvous 127.0.0.1:$port)
-  BRAID_NET_AUTH=$1 timeout 60 "$PERF" "${args[@]}" --rank 0 >"$tmp/t0" 2>&1 & local p0=$!
+  local a=(env BRAID_NET_AUTH="$1")
+  [ "$1" = default ] && a=(env -u BRAID_NET_AUTH)
+  "${a[@]}" timeout 60 "$PERF" "${args[@]}" --rank 0 >"$tmp/t0" 2>&1 & local p0=$!
   BRAID_NET_AUTH=$2 timeout 60 "$PERF" "${args[@]}" --rank 1 >"$tmp/t1" 2>&1; a1=$?
   wait $p0; a0=$?
 }
@@ -124,6 +126,11 @@ if [ $a0 -ne 0 ] && [ $a1 -ne 0 ] && [ $a0 -ne 124 ] && [ $a1 -ne 124 ] &&
    grep -q "authentication modes disagree.*BRAID_NET_AUTH" "$tmp/t1"; then
   ok "net-auth-mismatch-refused (both ranks, ${SECONDS} s)"
 else cat "$tmp/t0" "$tmp/t1" >"$tmp/out"; bad "net-auth-mismatch-refused (exits $a0 $a1)"; fi
+auth_pair default plain
+if [ $a0 -ne 0 ] && [ $a1 -ne 0 ] && [ $a0 -ne 124 ] && [ $a1 -ne 124 ] &&
+   grep -q "authentication modes disagree.*BRAID_NET_AUTH" "$tmp/t1"; then
+  ok "net-auth-default-refuses-plain-peer"
+else cat "$tmp/t0" "$tmp/t1" >"$tmp/out"; bad "net-auth-default-refuses-plain-peer (exits $a0 $a1)"; fi
 auth_pair auto plain
 if [ $a0 -eq 0 ] && [ $a1 -eq 0 ] && grep -q "connection secret in clear" "$tmp/t0" "$tmp/t1"; then
   ok "net-auth-plain-peer-warned"

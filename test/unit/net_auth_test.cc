@@ -278,9 +278,33 @@ TEST_F(NetAuth, AuthenticationMismatchIsAClearErrorOnBothSides) {
   EXPECT_NE(w.find("BRAID_NET_AUTH"), std::string::npos) << w;
 }
 
-// Without libsodium on one node (BRAID_NET_AUTH=auto, the default) the connection still works,
-// with the secret in clear and one WARN that says so.
+// The default requires authentication: a node that cannot do it (no libsodium; plain stands in
+// for it) is refused by a default node, with the reason on both sides.
+TEST_F(NetAuth, DefaultRefusesAPeerThatCannotAuthenticate) {
+  if (!braid_sodium()) GTEST_SKIP() << "no libsodium: " << braid_sodium_error();
+  braid_handle h;
+  Listen(&h);  // BRAID_NET_AUTH unset: required
+  EXPECT_EQ(h.auth_caps, BRAID_CAPS_MAC | BRAID_CAPS_REQUIRED);
+  setenv("BRAID_NET_AUTH", "plain", 1);
+  braid_params_reload();
+  void* s = nullptr;
+  void* r = nullptr;
+  ncclResult_t rc = ncclSuccess;
+  for (double end = Now() + 5; rc == ncclSuccess && Now() < end;) {
+    rc = net.connect(ctx_, 0, handle_, &s, nullptr);
+    EXPECT_EQ(net.accept(listen_, &r, nullptr), ncclSuccess);
+  }
+  EXPECT_EQ(rc, ncclInvalidUsage);
+  EXPECT_EQ(s, nullptr);
+  std::string w = TakeWarnings();
+  EXPECT_NE(w.find("authentication modes disagree"), std::string::npos) << w;
+}
+
+// BRAID_NET_AUTH=auto and a node without libsodium: the connection still works, with the secret
+// in clear and one WARN that says so.
 TEST_F(NetAuth, PlainPeerStillConnectsWithAWarning) {
+  setenv("BRAID_NET_AUTH", "auto", 1);
+  braid_params_reload();
   braid_handle h;
   Listen(&h);
   setenv("BRAID_NET_AUTH", "plain", 1);
@@ -306,6 +330,35 @@ TEST_F(NetAuth, ListenFailsWithoutRandomness) {
   std::string w = TakeWarnings();
   EXPECT_NE(w.find("no randomness"), std::string::npos) << w;
   if (l) net.closeListen(l);
+}
+
+// A WARN that must be seen goes through NCCL's logger and, where NCCL_DEBUG would hide it (NCCL
+// prints WARNs only with NCCL_DEBUG=WARN or more), to stderr as well.
+TEST(WarnLoud, OnStderrWhenNcclWouldHideIt) {
+  braid_log_set_logger(Logger);
+  for (const char* level : {(const char*)nullptr, "VERSION", "WARN", "info"}) {
+    if (level) setenv("NCCL_DEBUG", level, 1);
+    else unsetenv("NCCL_DEBUG");
+    fflush(stderr);
+    int saved = dup(2), p[2];
+    ASSERT_EQ(pipe(p), 0);
+    dup2(p[1], 2);
+    TakeWarnings();
+    braid_warn_loud(__FILE__, __LINE__, "the secret goes in clear (test %s)", level ? level : "unset");
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(p[1]);
+    char buf[4096] = {0};
+    ssize_t n = read(p[0], buf, sizeof buf - 1);
+    close(p[0]);
+    std::string err(buf, n > 0 ? (size_t)n : 0);
+    bool hidden = !level || !strcmp(level, "VERSION");
+    EXPECT_NE(TakeWarnings().find("the secret goes in clear"), std::string::npos) << "not through NCCL's logger";
+    EXPECT_EQ(err.find("NET/braid WARN the secret goes in clear") != std::string::npos, hidden)
+        << "NCCL_DEBUG=" << (level ? level : "(unset)") << ", stderr: " << err;
+  }
+  unsetenv("NCCL_DEBUG");
 }
 
 }  // namespace
