@@ -146,42 +146,36 @@ static int rx_prepost(struct braid_comm *c, struct braid_stream *s) {
   return 0;
 }
 
-/* Payloads received as rx_dest says.  read: whether to drive the endpoint (read its completion
- * queue), else only what has already arrived. */
-void braid_ofi_rx(struct braid_comm *c, struct braid_stream *s, bool read) {
+/* The provider's completions: payloads settled, or kept for frames whose headers are still to
+ * come.  How many came, or -1 after the stream broke. */
+static int rx_reap(struct braid_comm *c, struct braid_stream *s) {
   struct braid_ofi_stream *st = s->tp;
-  if (!st->ep) return;
-  char why[300];
-  int lk = braid_ofi_link_ready(c, s, braid_now_ns(), why, sizeof why);
-  if (lk <= 0) {
-    if (lk < 0) rx_broken(c, s, why);
-    return;
-  }
-  if (read) {
-    struct braid_ofi_done d[BRAID_OFI_RX_DEPTH];
-    int n;
-    do {
-      n = braid_ofi_progress(st->ep, d, BRAID_OFI_RX_DEPTH);
-      if (n < 0) {
-        rx_broken(c, s, braid_ofi_error(st->ep));
-        return;
+  struct braid_ofi_done d[BRAID_OFI_RX_DEPTH];
+  int n, total = 0;
+  do {
+    n = braid_ofi_progress(st->ep, d, BRAID_OFI_RX_DEPTH);
+    if (n < 0) return rx_broken(c, s, braid_ofi_error(st->ep)), -1;
+    total += n;
+    for (int i = 0; i < n && !s->dead && !c->err; i++) {
+      struct braid_ofi_rx *o = d[i].ctx;
+      bool early = o >= st->rx && o < st->rx + BRAID_OFI_RX_DEPTH && o->state == BRAID_OFI_RX_PRE;
+      if (early) { /* its header is still to be taken: settled then */
+        o->early = d[i];
+        o->state = BRAID_OFI_RX_EARLY;
+        continue;
       }
-      for (int i = 0; i < n && !s->dead && !c->err; i++) {
-        struct braid_ofi_rx *o = d[i].ctx;
-        bool early = o >= st->rx && o < st->rx + BRAID_OFI_RX_DEPTH && o->state == BRAID_OFI_RX_PRE;
-        if (early) { /* its header is still to be taken: settled then */
-          o->early = d[i];
-          o->state = BRAID_OFI_RX_EARLY;
-          continue;
-        }
-        if (o < st->rx || o >= st->rx + BRAID_OFI_RX_DEPTH || o->state != BRAID_OFI_RX_POSTED) {
-          rx_broken(c, s, "a completion for no posted receive");
-          return;
-        }
-        if (rx_settled(c, s, o, &d[i])) return;
-      }
-    } while (n == BRAID_OFI_RX_DEPTH && !s->dead && !c->err);
-  }
+      if (o < st->rx || o >= st->rx + BRAID_OFI_RX_DEPTH || o->state != BRAID_OFI_RX_POSTED)
+        return rx_broken(c, s, "a completion for no posted receive"), -1;
+      if (rx_settled(c, s, o, &d[i])) return -1;
+    }
+  } while (n == BRAID_OFI_RX_DEPTH && !s->dead && !c->err);
+  return s->dead || c->err ? -1 : total;
+}
+
+/* Frames whose headers arrived: ended once their payloads are in place, taken while there is
+ * room (and rx.c wants them), their payload receives posted. */
+static void rx_take(struct braid_comm *c, struct braid_stream *s) {
+  struct braid_ofi_stream *st = s->tp;
   while (!c->err && !s->dead) {
     rx_retire(c, s);
     int rc = rx_post(c, s);
@@ -208,6 +202,54 @@ void braid_ofi_rx(struct braid_comm *c, struct braid_stream *s, bool read) {
       return;
     }
   }
+}
+
+/* Whether the peer is still there, looked at after what arrived was collected.  One that closed
+ * its end (NCCL closes a send comm as soon as its sends completed) may still have data on its way
+ * over the provider's connection: it is collected while it keeps coming, and once nothing has
+ * come for BRAID_OFI_CLOSE_DRAIN_NS the stream ends: broken if a frame was under way, else closed
+ * (s->eof: rx.c fails the receives nothing can fill any more; a frame taken later, from a header
+ * that had arrived, reopens it until that frame is in).  With acks the stream is dropped at once
+ * (the sender re-sends what it did not see acknowledged). */
+static void rx_watch(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
+  struct braid_ofi_stream *st = s->tp;
+  char why[300];
+  int lk = braid_ofi_link_watch(c, s, now, why, sizeof why);
+  if (lk == 1) return;
+  if (lk != BRAID_LINK_CLOSED || c->acks) {
+    rx_broken(c, s, why);
+    return;
+  }
+  bool drained = braid_ofi_link_drained(st, now);
+  if (drained && st->rx_count) {
+    rx_broken(c, s, why); /* (braid_rx_broken says: in the middle of a message) */
+    return;
+  }
+  s->eof = drained;
+}
+
+/* Payloads received as rx_dest says.  read: whether to drive the endpoint (read its completion
+ * queue), else only what has already arrived.  The provider's completions come first, the peer's
+ * closing last: a peer may close right after its last payload went. */
+void braid_ofi_rx(struct braid_comm *c, struct braid_stream *s, bool read) {
+  struct braid_ofi_stream *st = s->tp;
+  if (!st->ep) return;
+  uint64_t now = braid_now_ns();
+  if (!st->link.linked) { /* start-up: the peer's endpoint address */
+    char why[300];
+    int lk = braid_ofi_link_ready(c, s, now, why, sizeof why);
+    if (lk <= 0) {
+      if (lk < 0) rx_broken(c, s, why);
+      return;
+    }
+  }
+  uint64_t tag = st->tag, frames = s->frames_recvd;
+  int n = read ? rx_reap(c, s) : 0;
+  if (n < 0) return;
+  rx_take(c, s);
+  if (c->err || s->dead) return;
+  if (n || st->tag != tag || s->frames_recvd != frames) st->active_ns = now;
+  rx_watch(c, s, now);
 }
 
 struct braid_rx_frame *braid_ofi_rx_frame(struct braid_stream *s, int k) {
@@ -238,6 +280,6 @@ bool braid_ofi_rx_ack_send(struct braid_comm *c, struct braid_stream *s,
 
 void braid_ofi_rx_describe(const struct braid_stream *s, char *buf, size_t len) {
   const struct braid_ofi_stream *st = s->tp;
-  snprintf(buf, len, "between frames, %d ofi receives open (and %d posted ahead)", st->rx_count,
-           st->rx_pre);
+  snprintf(buf, len, "between frames, %d ofi receives open (and %d posted ahead)%s%s", st->rx_count,
+           st->rx_pre, st->closed_ns ? "; " : "", st->closed_ns ? st->closed_why : "");
 }

@@ -20,7 +20,7 @@
  * or an errno after an endpoint error. */
 int braid_ofi_tx_write(struct braid_comm *c, struct braid_stream *s) {
   struct braid_ofi_stream *st = s->tp;
-  if (!st->link.linked) return 0;
+  if (!st->link.linked || st->closed_ns) return 0; /* (nothing goes to a peer that closed) */
   while (s->tx_count > 0) {
     struct braid_txframe *f = &s->tx[s->tx_head];
     if (!s->tx_done) {
@@ -46,24 +46,45 @@ int braid_ofi_tx_write(struct braid_comm *c, struct braid_stream *s) {
   return 0;
 }
 
+/* Whether the peer is still there, looked at after s's completions were collected.  A receiver
+ * closes its end once its receives completed, possibly before this end has seen its last sends'
+ * completions: one that closed is waited for until nothing has come for BRAID_OFI_CLOSE_DRAIN_NS,
+ * and s is broken then only if something was still to go (with acks at once: the rail fails, its
+ * unacknowledged chunks go to the others). */
+static int tx_watch(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
+                    size_t whylen) {
+  struct braid_ofi_stream *st = s->tp;
+  int lk = braid_ofi_link_watch(c, s, now, why, whylen);
+  if (lk == 1) return 1;
+  if (lk != BRAID_LINK_CLOSED || c->acks) return -1;
+  if (!braid_ofi_link_drained(st, now)) return 1;
+  if (!s->tx_count && !c->tx.pend_count && !braid_ofi_outstanding(st->ep)) return 1;
+  snprintf(why, whylen, "%s with sends still to complete", st->closed_why);
+  return -1;
+}
+
 /* The link's state, then s's completions (payload sends; acknowledgement headers stay queued
- * for braid_ofi_tx_read_ack).  1 ready, 0 not linked yet, -1 broken with the reason in why. */
+ * for braid_ofi_tx_read_ack), then the peer's presence.  1 ready, 0 not linked yet, -1 broken
+ * with the reason in why. */
 int braid_ofi_tx_poll(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
                       size_t whylen) {
   struct braid_ofi_stream *st = s->tp;
-  int lk = braid_ofi_link_ready(c, s, now, why, whylen);
-  if (lk <= 0) return lk;
+  if (!st->link.linked) {
+    int lk = braid_ofi_link_ready(c, s, now, why, whylen);
+    if (lk <= 0) return lk < 0 ? -1 : 0;
+  }
   struct braid_ofi_done d[32];
   int n;
   do {
     n = braid_ofi_progress(st->ep, d, 32);
     if (n < 0) return snprintf(why, whylen, "%s", braid_ofi_error(st->ep)), -1;
+    if (n) st->active_ns = now;
     for (int i = 0; i < n; i++) {
       if (d[i].status != BRAID_OFI_OK) return snprintf(why, whylen, "%s", braid_ofi_error(st->ep)), -1;
       if (d[i].ctx) braid_tx_written(c, d[i].ctx, d[i].len);
     }
   } while (n == 32);
-  return 1;
+  return tx_watch(c, s, now, why, whylen);
 }
 
 /* The acknowledgement headers that arrived (after braid_ofi_tx_poll). */
