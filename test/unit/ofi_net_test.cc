@@ -1,11 +1,11 @@
 // The net plugin over libfabric (BRAID_TRANSPORT=ofi, the tcp provider through rxm) on loopback,
 // through the exported v11 table as NCCL's proxy drives it: a sender that closes right after its
-// sends completed, grouped receives, a 3-rank ring, a dead peer.
+// sends completed, grouped receives, a 3-rank ring, a dead peer, and the process's environment.
 //
 // The transport is chosen once per process and libfabric reads its variables once, while the rest
 // of the unit tests run over sockets: each case runs in a child of this binary (OfiNetChild's
-// DISABLED_ tests, with BRAID_TRANSPORT=ofi FI_PROVIDER=tcp and FI_OFI_RXM_EAGER_LIMIT unset, as a
-// job has it), and the parent checks that it ran and passed.
+// DISABLED_ tests, with BRAID_TRANSPORT=ofi FI_PROVIDER=tcp and FI_OFI_RXM_EAGER_LIMIT unset, i.e.
+// libfabric's own eager limit), and the parent checks that it ran and passed.
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +23,7 @@ extern "C" {
 #include "param.h"
 #include "transport/transport.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;
+extern char** environ;
 }
 
 namespace {
@@ -72,6 +73,7 @@ struct Pending {
 class OfiNetChild : public ::testing::Test {
  protected:
   void SetUp() override {
+    for (char** e = environ; *e; e++) env_before_.push_back(*e);
     braid_params_reload();
     ASSERT_EQ(net.init(&ctx_, 1, nullptr, nullptr, nullptr), ncclSuccess);
     ASSERT_EQ(braid_transport_kind(), BRAID_TRANSPORT_OFI) << "BRAID_TRANSPORT=ofi did not take";
@@ -176,6 +178,7 @@ class OfiNetChild : public ::testing::Test {
 
   void* ctx_ = nullptr;
   std::vector<void*> sends_, recvs_;
+  std::vector<std::string> env_before_;
 };
 
 // ---- a sender that closes as soon as its sends are done ----
@@ -221,7 +224,8 @@ TEST_F(OfiNetChild, DISABLED_SenderClosesRightAfterItsSendsComplete) {
 
 // The sender's data all arrived, but NCCL posts the last receives only after the sender closed
 // (a rank that finishes first): they complete from what arrived.  A receive posted after that
-// which no data can fill is an error, not a hang.
+// which no data can fill is an error, not a hang.  (The messages are below rxm's eager limit:
+// a send above it completes only once the receiver's provider is driven, as over InfiniBand.)
 TEST(OfiNet, ReceivesPostedAfterTheSenderClosedCompleteFromWhatArrived) {
   RunChild("ReceivesPostedAfterTheSenderClosed");
 }
@@ -412,6 +416,34 @@ TEST_F(OfiNetChild, DISABLED_ThreeRankRing) {
       }
     }
   }
+}
+
+// ---- the process's environment ----
+
+// Other threads of the job read the environment while the plugin runs: the plugin never writes
+// it.  (It used to setenv FI_OFI_RXM_EAGER_LIMIT over ofi_rxm, in init.)
+TEST(OfiNet, InitAndTransfersLeaveTheEnvironmentAlone) { RunChild("EnvironmentUnchanged"); }
+
+TEST_F(OfiNetChild, DISABLED_EnvironmentUnchanged) {
+  ASSERT_NE(std::find(env_before_.begin(), env_before_.end(), "FI_PROVIDER=tcp"), env_before_.end())
+      << "no snapshot of the environment before init";
+  for (const std::string& e : env_before_)
+    ASSERT_NE(e.rfind("FI_OFI_RXM_EAGER_LIMIT=", 0), 0u) << "the child starts without it";
+  void *s, *r;
+  ASSERT_NO_FATAL_FAILURE(Connect(&s, &r));
+  std::vector<char> src = Pattern(1 << 20, 5), dst(1 << 20);
+  void* d = dst.data();
+  size_t cap = dst.size();
+  int tag = 0;
+  std::vector<Pending> all = {{Irecv(r, 1, &d, &cap, &tag), 1, {-1}, false},
+                              {Isend(s, src.data(), src.size(), 0), 0, {0}, false}};
+  for (double end = Now() + 30; !AllDone(all) && Now() < end;) ASSERT_EQ(TestAll(&all), ncclSuccess);
+  ASSERT_TRUE(AllDone(all));
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(getenv("FI_OFI_RXM_EAGER_LIMIT"), nullptr) << "set by the plugin";
+  std::vector<std::string> after;
+  for (char** e = environ; *e; e++) after.push_back(*e);
+  EXPECT_EQ(env_before_, after) << "the environment changed between before init and after a transfer";
 }
 
 }  // namespace

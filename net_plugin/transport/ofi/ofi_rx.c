@@ -122,12 +122,13 @@ static int rx_post(struct braid_comm *c, struct braid_stream *s) {
 }
 
 /* ofi_rxm: receives for the next frames' payloads, posted before their headers come, each with
- * room for the largest frame (a frame's tag is its number on the stream, so it is known ahead).  A
- * payload that finds its receive posted is received straight into it; one that comes first is
- * held by rxm, and libfabric 1.17's rxm crashes when a held rendezvous message's connection is
- * reset before the receive is posted (see ofi.c: braid's payloads are eager there), and pays a
- * buffer allocation for every held eager one.  0, 1 when the provider has no room now, -1 after
- * the stream broke or c failed. */
+ * room for the largest frame (a frame's tag is its number on the stream, so it is known ahead),
+ * and granted to the sender (rx_grant), which starts a frame only within its grant: every payload
+ * finds its receive posted.  rxm never holds one unexpected, so none costs it an allocation, and
+ * a rendezvous payload (above rxm's eager limit, FI_OFI_RXM_EAGER_LIMIT, whatever it is) is never
+ * held unmatched: libfabric 1.17's rxm crashes when a receive is posted for a rendezvous message
+ * that arrived unexpected and whose connection was reset meanwhile (rxm_handle_rndv).  0, 1 when
+ * the provider has no room now, -1 after the stream broke or c failed. */
 static int rx_prepost(struct braid_comm *c, struct braid_stream *s) {
   struct braid_ofi_stream *st = s->tp;
   if (!braid_ofi_rxm()) return 0;
@@ -172,23 +173,45 @@ static int rx_reap(struct braid_comm *c, struct braid_stream *s) {
   return s->dead || c->err ? -1 : total;
 }
 
+/* ofi_rxm: tells the sender how far it may go (a CREDIT header, wire/frame.h) when the receives
+ * posted ahead reach further than the last grant said.  One that finds no room now goes with the
+ * next call's (the sender waits, and NCCL keeps calling this receiver while a receive is
+ * pending); none goes to a peer that closed. */
+static void rx_grant(struct braid_comm *c, struct braid_stream *s) {
+  struct braid_ofi_stream *st = s->tp;
+  uint64_t limit = st->tag + (uint64_t)st->rx_pre;
+  if (!braid_ofi_rxm() || limit <= st->credit || st->closed_ns) return;
+  struct braid_frame f = {.type = BRAID_FRAME_CREDIT, .seq = limit};
+  uint8_t hdr[BRAID_FRAME_HDR_BYTES];
+  braid_frame_encode(&f, hdr);
+  int rc = braid_ofi_send_hdr(st->ep, hdr);
+  if (rc == 0) st->credit = limit;
+  else if (rc != -EAGAIN) rx_broken(c, s, braid_ofi_error(st->ep));
+}
+
 /* Frames whose headers arrived: ended once their payloads are in place, taken while there is
- * room (and rx.c wants them), their payload receives posted. */
+ * room (and rx.c wants them), their payload receives posted, and the receives posted ahead for the
+ * next ones granted. */
 static void rx_take(struct braid_comm *c, struct braid_stream *s) {
   struct braid_ofi_stream *st = s->tp;
   while (!c->err && !s->dead) {
     rx_retire(c, s);
     int rc = rx_post(c, s);
     if (rc == 0 && rx_prepost(c, s) < 0) rc = -1; /* no room to post ahead: posted later */
-    if (c->err || s->dead || rc) return;
-    if (st->rx_count == BRAID_OFI_RX_DEPTH) return;
+    if (c->err || s->dead || rc) break;
+    if (st->rx_count == BRAID_OFI_RX_DEPTH) break;
     const uint8_t *h = braid_ofi_hdr_peek(st->ep);
-    if (!h) return;
+    if (!h) break;
     struct braid_ofi_rx *o = &st->rx[(st->rx_head + st->rx_count) % BRAID_OFI_RX_DEPTH];
-    if (braid_rx_begin(c, h, &o->fr) <= 0) return;
+    if (braid_rx_begin(c, h, &o->fr) <= 0) break;
     braid_ofi_hdr_consume(st->ep);
     st->rx_count++;
     o->tag = st->tag++; /* the payload's tag: the frame's number on the stream */
+    if (st->rx_pre == 0 && braid_ofi_rxm()) {
+      rx_broken(c, s, "a frame beyond the receives granted (the peer ignores credits: another "
+                      "braid version?)");
+      return;
+    }
     if (st->rx_pre == 0) {
       o->state = BRAID_OFI_RX_TAKEN;
       o->preposted = false;
@@ -202,6 +225,7 @@ static void rx_take(struct braid_comm *c, struct braid_stream *s) {
       return;
     }
   }
+  if (!c->err && !s->dead) rx_grant(c, s);
 }
 
 /* Whether the peer is still there, looked at after what arrived was collected.  One that closed

@@ -42,6 +42,9 @@ struct braid_ofi_stream {
   struct braid_link_startup link; /* the endpoint addresses, exchanged on the stream's socket;
                                      link.linked once connected to the peer's */
   uint64_t tag;              /* payload tag: frames sent (tx) or headers taken (rx) */
+  /* ofi_rxm: frames the sender may start (tx: granted so far; rx: granted in the last credit
+   * sent), i.e. the first frame number whose payload receive is not posted (ofi_rx.c) */
+  uint64_t credit;
   uint64_t poke_ns;          /* tx: when the set-up socket's last poke went (0: never) */
   uint64_t closed_ns;        /* when the set-up socket showed the peer's closing (0: not yet) */
   uint64_t active_ns;        /* when a completion or a frame last came (the drain, see above) */
