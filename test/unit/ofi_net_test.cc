@@ -1,6 +1,7 @@
 // The net plugin over libfabric (BRAID_TRANSPORT=ofi, the tcp provider through rxm) on loopback,
 // through the exported v11 table as NCCL's proxy drives it: a sender that closes right after its
-// sends completed, grouped receives, a 3-rank ring, a dead peer, and the process's environment.
+// sends completed, grouped receives, a 3-rank ring, a dead peer, a sender never ahead of the
+// receives posted, and the process's environment.
 //
 // The transport is chosen once per process and libfabric reads its variables once, while the rest
 // of the unit tests run over sockets: each case runs in a child of this binary (OfiNetChild's
@@ -21,6 +22,7 @@
 extern "C" {
 #include "nccl_plugin/net.h"
 #include "param.h"
+#include "transport/ofi/ofi_stream.h" /* BRAID_OFI_RX_DEPTH */
 #include "transport/transport.h"
 extern ncclNet_v11_t ncclNetPlugin_v11;
 extern char** environ;
@@ -415,6 +417,55 @@ TEST_F(OfiNetChild, DISABLED_ThreeRankRing) {
         EXPECT_EQ(dst[i][size], 0x77);
       }
     }
+  }
+}
+
+// ---- no payload before its receive ----
+
+// A sender runs at most the receiver's grant ahead: the receives the receiver posted ahead
+// (BRAID_OFI_RX_DEPTH per stream), so rxm never holds a payload that arrived before its receive was
+// posted, whatever its eager limit (libfabric 1.17's rxm crashes when such a rendezvous message's
+// connection is reset before its receive is posted).  The messages here are below rxm's eager
+// limit, so a send completes as soon as its data left: before, all 24 completed against a
+// receiver that had posted one receive.  Then the receiver posts the rest: every byte arrives.
+TEST(OfiNet, SenderRunsAtMostTheReceiversGrantAhead) { RunChild("SenderRunsAtMostTheGrantAhead"); }
+
+TEST_F(OfiNetChild, DISABLED_SenderRunsAtMostTheGrantAhead) {
+  void *s, *r;
+  ASSERT_NO_FATAL_FAILURE(Connect(&s, &r));
+  const int k = 24;
+  std::vector<std::vector<char>> src, dst;
+  for (int i = 0; i < k; i++) {
+    src.push_back(Pattern(4000 + 100 * i, i + 50));
+    dst.emplace_back(src[i].size(), 0);
+  }
+  auto post = [&](int i) {
+    void* d = dst[i].data();
+    size_t cap = dst[i].size();
+    int tag = 1;
+    return Pending{Irecv(r, 1, &d, &cap, &tag), 1, {-1}, false};
+  };
+  std::vector<Pending> rx = {post(0)}, tx;
+  for (int i = 0; i < k; i++) tx.push_back({Isend(s, src[i].data(), src[i].size(), 1), 0, {0}, false});
+  for (double end = Now() + 10; !rx[0].done && Now() < end;) {
+    ASSERT_EQ(TestAll(&tx), ncclSuccess);
+    ASSERT_EQ(TestAll(&rx), ncclSuccess);
+  }
+  ASSERT_TRUE(rx[0].done) << "the first message did not arrive in 10 s";
+  // The receiver now sits idle (NCCL posts nothing more yet); the sender is driven for a second.
+  for (double end = Now() + 1; Now() < end;) ASSERT_EQ(TestAll(&tx), ncclSuccess);
+  EXPECT_LE(CountDone(tx), 1 + BRAID_OFI_RX_DEPTH)
+      << "the sender ran further ahead than the receives its receiver posted";
+  for (int i = 1; i < k; i++) rx.push_back(post(i));
+  for (double end = Now() + 20; (!AllDone(rx) || !AllDone(tx)) && Now() < end;) {
+    ASSERT_EQ(TestAll(&tx), ncclSuccess);
+    ASSERT_EQ(TestAll(&rx), ncclSuccess);
+  }
+  ASSERT_TRUE(AllDone(rx) && AllDone(tx)) << CountDone(rx) << " receives, " << CountDone(tx)
+                                          << " sends of " << k << " done in 20 s";
+  for (int i = 0; i < k; i++) {
+    EXPECT_EQ(rx[i].sizes[0], (int)src[i].size());
+    EXPECT_EQ(dst[i], src[i]) << i;
   }
 }
 
