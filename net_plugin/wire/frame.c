@@ -47,6 +47,11 @@ int braid_frame_decode(const uint8_t in[BRAID_FRAME_HDR_BYTES], struct braid_fra
       return snprintf(err, errlen, "inconsistent ack frame"), -1;
     return 0;
   }
+  if (f->type == BRAID_FRAME_CREDIT) {
+    if (f->len || f->offset || f->size || f->tag)
+      return snprintf(err, errlen, "inconsistent credit frame"), -1;
+    return 0;
+  }
   if (f->type != BRAID_FRAME_DATA) return snprintf(err, errlen, "unknown frame type %u", f->type), -1;
   if (f->len > BRAID_FRAME_MAX_LEN || f->size > BRAID_MSG_MAX_BYTES || f->offset > f->size ||
       f->len > f->size - f->offset || (f->len == 0 && f->size != 0))

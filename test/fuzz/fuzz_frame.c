@@ -33,9 +33,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(err[0] && memchr(err, 0, sizeof err)); /* a rejection always says why */
     return 0;
   }
-  CHECK(f.type == BRAID_FRAME_DATA || f.type == BRAID_FRAME_ACK);
+  CHECK(f.type == BRAID_FRAME_DATA || f.type == BRAID_FRAME_ACK || f.type == BRAID_FRAME_CREDIT);
   if (f.type == BRAID_FRAME_ACK) {
     CHECK(f.len == 0 && f.size == 0 && f.tag == 0); /* offset: the receiver's held mark */
+  } else if (f.type == BRAID_FRAME_CREDIT) {
+    CHECK(f.len == 0 && f.offset == 0 && f.size == 0 && f.tag == 0);
   } else {
     CHECK(f.len <= BRAID_FRAME_MAX_LEN);
     CHECK(f.size <= BRAID_MSG_MAX_BYTES);

@@ -42,6 +42,10 @@ OFI=0
 if [ "${NETBED_TRANSPORT:-socket}" = ofi ]; then
   OFI=1
   export BRAID_TRANSPORT=ofi FI_PROVIDER=tcp
+  # rxm's eager limit stays libfabric's own (16 KiB), as in a job: frames above it go by rxm's
+  # rendezvous, which crashed the receiver in the reset case (libfabric 1.17, rxm_handle_rndv)
+  # while a payload could arrive before its receive was posted.
+  unset FI_OFI_RXM_EAGER_LIMIT
 else
   export BRAID_TRANSPORT=socket
 fi

@@ -52,8 +52,10 @@ verified "NCCL's pieces stay NCCL's 128 KiB over ofi" \
 NCCL_P2P_NET_CHUNKSIZE=524288 verified "NCCL_P2P_NET_CHUNKSIZE=524288 over ofi" \
   "network pieces (Simple): 524288 bytes" sendrecv -n 2 -b 4M -e 4M -w 1 -i 2
 
-verified "rxm's eager limit becomes braid's largest frame (no rendezvous: it crashes on a reset)" \
-  "FI_OFI_RXM_EAGER_LIMIT=524288" sendrecv -n 2 -b 4M -e 4M -w 1 -i 2
+# rxm's eager limit is the user's (braid sets no variable): frames above it go by rxm's
+# rendezvous, each into a receive the receiver posted and granted before (ofi_rx.c).
+FI_OFI_RXM_EAGER_LIMIT=1024 verified "rxm's rendezvous for nearly every frame (eager limit 1 KiB)" \
+  "transport: libfabric" sendrecv -n 2 -b 0 -e 16M -f 4 -w 1 -i 3
 
 unset BRAID_TRANSPORT
 verified "auto keeps TCP sockets when libfabric's best is its own tcp" \

@@ -75,7 +75,7 @@ TEST(WireLayout, Handle) {
   uint8_t buf[BRAID_HANDLE_BYTES];
   memset(buf, 0xa5, sizeof buf);
   braid_handle_encode(&h, buf);
-  std::string want = "42524431 02 04 1234 0a010203" + Zeros(12) + Seq(0, 16) +
+  std::string want = "42524431 03 04 1234 0a010203" + Zeros(12) + Seq(0, 16) +
                      "0807060504030201 1817161514131211 03 01" + Zeros(128 - 58);
   ExpectBytes(Bytes(want.c_str()), buf, sizeof buf);
 
@@ -87,7 +87,7 @@ TEST(WireLayout, Handle) {
   h.transport = BRAID_HANDLE_VERBS;
   h.auth_caps = BRAID_CAPS_MAC | BRAID_CAPS_REQUIRED;
   braid_handle_encode(&h, buf);
-  want = "42524431 02 06 fffe" + Seq(0x20, 16) + Seq(0, 16) + "0807060504030201 1817161514131211 04 03" +
+  want = "42524431 03 06 fffe" + Seq(0x20, 16) + Seq(0, 16) + "0807060504030201 1817161514131211 04 03" +
          Zeros(128 - 58);
   ExpectBytes(Bytes(want.c_str()), buf, sizeof buf);
 }
@@ -97,7 +97,7 @@ TEST(WireLayout, Challenge) {
   for (int i = 0; i < BRAID_NONCE_BYTES; i++) c.nonce[i] = (uint8_t)(0x80 + i);
   uint8_t buf[BRAID_CHALLENGE_BYTES];
   braid_challenge_encode(&c, buf);
-  ExpectBytes(Bytes(("42524443 0200 0000" + Seq(0x80, 16)).c_str()), buf, sizeof buf);
+  ExpectBytes(Bytes(("42524443 0300 0000" + Seq(0x80, 16)).c_str()), buf, sizeof buf);
 }
 
 TEST(WireLayout, Hello) {
@@ -115,7 +115,7 @@ TEST(WireLayout, Hello) {
   for (int i = 0; i < BRAID_PROOF_BYTES; i++) h.proof[i] = (uint8_t)(0xc0 + i);
   uint8_t buf[BRAID_HELLO_BYTES];
   braid_hello_encode(&h, buf);
-  std::string want = "42524448 0200 0300 0200 0400 0100 0500 8877665544332211 02 03" + Zeros(6) +
+  std::string want = "42524448 0300 0300 0200 0400 0100 0500 8877665544332211 02 03" + Zeros(6) +
                      Seq(0xa0, 16) + Seq(0xc0, 32);
   ExpectBytes(Bytes(want.c_str()), buf, sizeof buf);
 
@@ -135,7 +135,7 @@ TEST(WireLayout, Reply) {
   for (int i = 0; i < BRAID_PROOF_BYTES; i++) r.proof[i] = (uint8_t)(0x40 + i);
   uint8_t buf[BRAID_REPLY_BYTES];
   braid_reply_encode(&r, buf);
-  ExpectBytes(Bytes(("42524441 0200 0200" + Seq(0x40, 32)).c_str()), buf, sizeof buf);
+  ExpectBytes(Bytes(("42524441 0300 0200" + Seq(0x40, 32)).c_str()), buf, sizeof buf);
 }
 
 TEST(WireLayout, RailList) {
@@ -152,7 +152,7 @@ TEST(WireLayout, RailList) {
   }
   uint8_t buf[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];
   size_t n = braid_raillist_encode(&l, buf);
-  std::string want = "42524452 02 04 02 01 1f90 0a000001" + Zeros(12) + "1f91 c0a80002" + Zeros(12);
+  std::string want = "42524452 03 04 02 01 1f90 0a000001" + Zeros(12) + "1f91 c0a80002" + Zeros(12);
   ExpectBytes(Bytes(want.c_str()), buf, n);
 
   l.nrails = 1;
@@ -163,7 +163,7 @@ TEST(WireLayout, RailList) {
   s6->sin6_port = htons(1);
   for (int i = 0; i < 16; i++) s6->sin6_addr.s6_addr[i] = (uint8_t)(0xf0 + i);
   n = braid_raillist_encode(&l, buf);
-  ExpectBytes(Bytes(("42524452 02 06 01 00 0001" + Seq(0xf0, 16)).c_str()), buf, n);
+  ExpectBytes(Bytes(("42524452 03 06 01 00 0001" + Seq(0xf0, 16)).c_str()), buf, n);
 }
 
 TEST(WireLayout, Frame) {
@@ -189,6 +189,14 @@ TEST(WireLayout, Frame) {
   braid_frame_encode(&f, buf);
   ExpectBytes(Bytes("adb7 02 00 00000000 0700000000000000 0500000000000000 0000000000000000 "
                     "00000000 61e0ee7b"),
+              buf, sizeof buf);
+
+  memset(&f, 0, sizeof f);
+  f.type = BRAID_FRAME_CREDIT;
+  f.seq = 0x0102030405060708ull;
+  braid_frame_encode(&f, buf);
+  ExpectBytes(Bytes("adb7 03 00 00000000 0807060504030201 0000000000000000 0000000000000000 "
+                    "00000000 bd148531"),
               buf, sizeof buf);
 }
 

@@ -632,7 +632,7 @@ TEST(WireFrame, RejectsEmptyChunkOfNonEmptyMessage) {
 
 TEST(WireFrame, RejectsUnknownType) {
   for (int t = 0; t < 256; t++) {
-    if (t == BRAID_FRAME_DATA || t == BRAID_FRAME_ACK) continue;
+    if (t == BRAID_FRAME_DATA || t == BRAID_FRAME_ACK || t == BRAID_FRAME_CREDIT) continue;
     braid_frame f = MakeFrame(10, 0, 10);
     f.type = (uint8_t)t;
     std::string err;
@@ -660,6 +660,32 @@ TEST(WireFrame, AckFramesCarryACountAndTheHeldMark) {
   EXPECT_FALSE(FrameDecodes(f, &err)) << "an ack with a payload is garbled";
   f.len = 0, f.size = 0, f.tag = 3;
   EXPECT_FALSE(FrameDecodes(f, &err)) << "an ack with a tag is garbled";
+}
+
+// ofi_rxm: the receiver grants the frames whose payload receives it has posted (a frame count).
+TEST(WireFrame, CreditFramesCarryOnlyAFrameCount) {
+  braid_frame f;
+  memset(&f, 0, sizeof f);
+  f.type = BRAID_FRAME_CREDIT;
+  f.seq = 424242;
+  std::string err;
+  EXPECT_TRUE(FrameDecodes(f, &err)) << err;
+  uint8_t buf[BRAID_FRAME_HDR_BYTES];
+  braid_frame_encode(&f, buf);
+  braid_frame out;
+  char why[128];
+  ASSERT_EQ(braid_frame_decode(buf, &out, why, sizeof why), 0) << why;
+  EXPECT_EQ(out.type, BRAID_FRAME_CREDIT);
+  EXPECT_EQ(out.seq, 424242u);
+  for (int field = 0; field < 4; field++) {
+    braid_frame g = f;
+    if (field == 0) g.len = 1;
+    if (field == 1) g.offset = 1;
+    if (field == 2) g.size = 1;
+    if (field == 3) g.tag = 1;
+    EXPECT_FALSE(FrameDecodes(g, &err)) << "field " << field;
+    EXPECT_NE(std::string::npos, err.find("credit")) << err;
+  }
 }
 
 TEST(WireFrame, RejectsBadMagicWithMessage) {

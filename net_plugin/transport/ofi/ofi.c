@@ -91,33 +91,6 @@ static struct fi_info *make_hints(bool auto_progress) {
   return h;
 }
 
-/* rxm (the RDM layer over the tcp and verbs providers) crashes, in libfabric 1.17 at least, when
- * a receive is posted for a rendezvous message that arrived unexpected and whose connection has
- * since been closed: rxm_handle_rndv looks the freed connection up unchecked (seen when a rail's
- * TCP connection is reset mid-transfer, and possible whenever the peer closes a rail it failed).
- * Eager messages carry their data and are safe.  So unless the user set it, rxm's eager limit
- * becomes braid's largest frame and braid never sends a rendezvous message there.  Over tcp (rxm's
- * dynamic receive buffers) an eager message of any size is received straight into a posted
- * receive, and ofi_rx.c posts the next frames' receives ahead of their data; one that comes
- * first costs rxm an allocation.  This runs in the plugin's init, before any endpoint exists (rxm
- * reads the variable when one is opened), and changes nothing a peer depends on (each sender picks
- * the protocol, every receiver takes both).  Over verbs;ofi_rxm the limit does not apply (no
- * dynamic receive buffers): there only the receives posted ahead narrow the exposure. */
-static void rxm_eager_default(void) {
-  if (!braid_ofi_rxm()) return;
-  const char *v = getenv("FI_OFI_RXM_EAGER_LIMIT");
-  if (v && *v) {
-    BRAID_INFO(NCCL_INIT | NCCL_NET, "FI_OFI_RXM_EAGER_LIMIT=%s as set: frames above it use rxm's "
-               "rendezvous, which can crash when a rail's connection is reset", v);
-    return;
-  }
-  char val[32];
-  snprintf(val, sizeof val, "%u", BRAID_OFI_RXM_FRAME_MAX);
-  setenv("FI_OFI_RXM_EAGER_LIMIT", val, 0);
-  BRAID_INFO(NCCL_INIT | NCCL_NET, "FI_OFI_RXM_EAGER_LIMIT=%s (braid's largest frame: no rxm "
-             "rendezvous, which crashes when a rail's connection is reset)", val);
-}
-
 static int probe_locked(void) {
   void *lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!lib) {
@@ -183,7 +156,6 @@ static int probe_locked(void) {
   }
   fi.freeinfo(list);
   g.hw = hw;
-  rxm_eager_default();
   return g.ndomains ? 1 : -1;
 }
 

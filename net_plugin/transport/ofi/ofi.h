@@ -63,7 +63,9 @@ struct fid;
 extern ssize_t (*braid_ofi_cancel_hook)(struct fid *fid, void *ctx);
 /* Whether the provider is an ofi_rxm one (tcp;ofi_rxm, verbs;ofi_rxm): there braid receives every
  * payload into its own buffers, posted ahead of the data with room for BRAID_OFI_RXM_FRAME_MAX
- * bytes (ofi_rx.c), and frames are at most that long whatever BRAID_CHUNK_BYTES says. */
+ * bytes, and a sender starts a frame only once the receiver has granted it (ofi_rx.c, ofi_tx.c:
+ * no payload ever arrives unexpected); frames are at most that long whatever BRAID_CHUNK_BYTES
+ * says. */
 bool braid_ofi_rxm(void);
 #define BRAID_OFI_RXM_FRAME_MAX (512u << 10)
 /* Registers every buffer, even where the provider does not ask for it (tests the cache). */

@@ -78,6 +78,22 @@ int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t 
   return 1;
 }
 
+int braid_ofi_link_watch(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
+                         size_t whylen) {
+  struct braid_ofi_stream *st = s->tp;
+  if (st->closed_ns) return snprintf(why, whylen, "%s", st->closed_why), BRAID_LINK_CLOSED;
+  int rc = braid_ofi_link_ready(c, s, now, why, whylen);
+  if (rc == BRAID_LINK_CLOSED) {
+    st->closed_ns = st->active_ns = now;
+    snprintf(st->closed_why, sizeof st->closed_why, "%s", why);
+  }
+  return rc;
+}
+
+bool braid_ofi_link_drained(const struct braid_ofi_stream *st, uint64_t now) {
+  return st->closed_ns && now - st->active_ns >= BRAID_OFI_CLOSE_DRAIN_NS;
+}
+
 /* deregMr may come on another thread than the data path's (NCCL's proxy service thread): the
  * endpoint pointers are read and cleared under the comm's lock, the caches under each
  * endpoint's own. */

@@ -122,12 +122,13 @@ static int rx_post(struct braid_comm *c, struct braid_stream *s) {
 }
 
 /* ofi_rxm: receives for the next frames' payloads, posted before their headers come, each with
- * room for the largest frame (a frame's tag is its number on the stream, so it is known ahead).  A
- * payload that finds its receive posted is received straight into it; one that comes first is
- * held by rxm, and libfabric 1.17's rxm crashes when a held rendezvous message's connection is
- * reset before the receive is posted (see ofi.c: braid's payloads are eager there), and pays a
- * buffer allocation for every held eager one.  0, 1 when the provider has no room now, -1 after
- * the stream broke or c failed. */
+ * room for the largest frame (a frame's tag is its number on the stream, so it is known ahead),
+ * and granted to the sender (rx_grant), which starts a frame only within its grant: every payload
+ * finds its receive posted.  rxm never holds one unexpected, so none costs it an allocation, and
+ * a rendezvous payload (above rxm's eager limit, FI_OFI_RXM_EAGER_LIMIT, whatever it is) is never
+ * held unmatched: libfabric 1.17's rxm crashes when a receive is posted for a rendezvous message
+ * that arrived unexpected and whose connection was reset meanwhile (rxm_handle_rndv).  0, 1 when
+ * the provider has no room now, -1 after the stream broke or c failed. */
 static int rx_prepost(struct braid_comm *c, struct braid_stream *s) {
   struct braid_ofi_stream *st = s->tp;
   if (!braid_ofi_rxm()) return 0;
@@ -146,55 +147,71 @@ static int rx_prepost(struct braid_comm *c, struct braid_stream *s) {
   return 0;
 }
 
-/* Payloads received as rx_dest says.  read: whether to drive the endpoint (read its completion
- * queue), else only what has already arrived. */
-void braid_ofi_rx(struct braid_comm *c, struct braid_stream *s, bool read) {
+/* The provider's completions: payloads settled, or kept for frames whose headers are still to
+ * come.  How many came, or -1 after the stream broke. */
+static int rx_reap(struct braid_comm *c, struct braid_stream *s) {
   struct braid_ofi_stream *st = s->tp;
-  if (!st->ep) return;
-  char why[300];
-  int lk = braid_ofi_link_ready(c, s, braid_now_ns(), why, sizeof why);
-  if (lk <= 0) {
-    if (lk < 0) rx_broken(c, s, why);
-    return;
-  }
-  if (read) {
-    struct braid_ofi_done d[BRAID_OFI_RX_DEPTH];
-    int n;
-    do {
-      n = braid_ofi_progress(st->ep, d, BRAID_OFI_RX_DEPTH);
-      if (n < 0) {
-        rx_broken(c, s, braid_ofi_error(st->ep));
-        return;
+  struct braid_ofi_done d[BRAID_OFI_RX_DEPTH];
+  int n, total = 0;
+  do {
+    n = braid_ofi_progress(st->ep, d, BRAID_OFI_RX_DEPTH);
+    if (n < 0) return rx_broken(c, s, braid_ofi_error(st->ep)), -1;
+    total += n;
+    for (int i = 0; i < n && !s->dead && !c->err; i++) {
+      struct braid_ofi_rx *o = d[i].ctx;
+      bool early = o >= st->rx && o < st->rx + BRAID_OFI_RX_DEPTH && o->state == BRAID_OFI_RX_PRE;
+      if (early) { /* its header is still to be taken: settled then */
+        o->early = d[i];
+        o->state = BRAID_OFI_RX_EARLY;
+        continue;
       }
-      for (int i = 0; i < n && !s->dead && !c->err; i++) {
-        struct braid_ofi_rx *o = d[i].ctx;
-        bool early = o >= st->rx && o < st->rx + BRAID_OFI_RX_DEPTH && o->state == BRAID_OFI_RX_PRE;
-        if (early) { /* its header is still to be taken: settled then */
-          o->early = d[i];
-          o->state = BRAID_OFI_RX_EARLY;
-          continue;
-        }
-        if (o < st->rx || o >= st->rx + BRAID_OFI_RX_DEPTH || o->state != BRAID_OFI_RX_POSTED) {
-          rx_broken(c, s, "a completion for no posted receive");
-          return;
-        }
-        if (rx_settled(c, s, o, &d[i])) return;
-      }
-    } while (n == BRAID_OFI_RX_DEPTH && !s->dead && !c->err);
-  }
+      if (o < st->rx || o >= st->rx + BRAID_OFI_RX_DEPTH || o->state != BRAID_OFI_RX_POSTED)
+        return rx_broken(c, s, "a completion for no posted receive"), -1;
+      if (rx_settled(c, s, o, &d[i])) return -1;
+    }
+  } while (n == BRAID_OFI_RX_DEPTH && !s->dead && !c->err);
+  return s->dead || c->err ? -1 : total;
+}
+
+/* ofi_rxm: tells the sender how far it may go (a CREDIT header, wire/frame.h) when the receives
+ * posted ahead reach further than the last grant said.  One that finds no room now goes with the
+ * next call's (the sender waits, and NCCL keeps calling this receiver while a receive is
+ * pending); none goes to a peer that closed. */
+static void rx_grant(struct braid_comm *c, struct braid_stream *s) {
+  struct braid_ofi_stream *st = s->tp;
+  uint64_t limit = st->tag + (uint64_t)st->rx_pre;
+  if (!braid_ofi_rxm() || limit <= st->credit || st->closed_ns) return;
+  struct braid_frame f = {.type = BRAID_FRAME_CREDIT, .seq = limit};
+  uint8_t hdr[BRAID_FRAME_HDR_BYTES];
+  braid_frame_encode(&f, hdr);
+  int rc = braid_ofi_send_hdr(st->ep, hdr);
+  if (rc == 0) st->credit = limit;
+  else if (rc != -EAGAIN) rx_broken(c, s, braid_ofi_error(st->ep));
+}
+
+/* Frames whose headers arrived: ended once their payloads are in place, taken while there is
+ * room (and rx.c wants them), their payload receives posted, and the receives posted ahead for the
+ * next ones granted. */
+static void rx_take(struct braid_comm *c, struct braid_stream *s) {
+  struct braid_ofi_stream *st = s->tp;
   while (!c->err && !s->dead) {
     rx_retire(c, s);
     int rc = rx_post(c, s);
     if (rc == 0 && rx_prepost(c, s) < 0) rc = -1; /* no room to post ahead: posted later */
-    if (c->err || s->dead || rc) return;
-    if (st->rx_count == BRAID_OFI_RX_DEPTH) return;
+    if (c->err || s->dead || rc) break;
+    if (st->rx_count == BRAID_OFI_RX_DEPTH) break;
     const uint8_t *h = braid_ofi_hdr_peek(st->ep);
-    if (!h) return;
+    if (!h) break;
     struct braid_ofi_rx *o = &st->rx[(st->rx_head + st->rx_count) % BRAID_OFI_RX_DEPTH];
-    if (braid_rx_begin(c, h, &o->fr) <= 0) return;
+    if (braid_rx_begin(c, h, &o->fr) <= 0) break;
     braid_ofi_hdr_consume(st->ep);
     st->rx_count++;
     o->tag = st->tag++; /* the payload's tag: the frame's number on the stream */
+    if (st->rx_pre == 0 && braid_ofi_rxm()) {
+      rx_broken(c, s, "a frame beyond the receives granted (the peer ignores credits: another "
+                      "braid version?)");
+      return;
+    }
     if (st->rx_pre == 0) {
       o->state = BRAID_OFI_RX_TAKEN;
       o->preposted = false;
@@ -208,6 +225,55 @@ void braid_ofi_rx(struct braid_comm *c, struct braid_stream *s, bool read) {
       return;
     }
   }
+  if (!c->err && !s->dead) rx_grant(c, s);
+}
+
+/* Whether the peer is still there, looked at after what arrived was collected.  One that closed
+ * its end (NCCL closes a send comm as soon as its sends completed) may still have data on its way
+ * over the provider's connection: it is collected while it keeps coming, and once nothing has
+ * come for BRAID_OFI_CLOSE_DRAIN_NS the stream ends: broken if a frame was under way, else closed
+ * (s->eof: rx.c fails the receives nothing can fill any more; a frame taken later, from a header
+ * that had arrived, reopens it until that frame is in).  With acks the stream is dropped at once
+ * (the sender re-sends what it did not see acknowledged). */
+static void rx_watch(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
+  struct braid_ofi_stream *st = s->tp;
+  char why[300];
+  int lk = braid_ofi_link_watch(c, s, now, why, sizeof why);
+  if (lk == 1) return;
+  if (lk != BRAID_LINK_CLOSED || c->acks) {
+    rx_broken(c, s, why);
+    return;
+  }
+  bool drained = braid_ofi_link_drained(st, now);
+  if (drained && st->rx_count) {
+    rx_broken(c, s, why); /* (braid_rx_broken says: in the middle of a message) */
+    return;
+  }
+  s->eof = drained;
+}
+
+/* Payloads received as rx_dest says.  read: whether to drive the endpoint (read its completion
+ * queue), else only what has already arrived.  The provider's completions come first, the peer's
+ * closing last: a peer may close right after its last payload went. */
+void braid_ofi_rx(struct braid_comm *c, struct braid_stream *s, bool read) {
+  struct braid_ofi_stream *st = s->tp;
+  if (!st->ep) return;
+  uint64_t now = braid_now_ns();
+  if (!st->link.linked) { /* start-up: the peer's endpoint address */
+    char why[300];
+    int lk = braid_ofi_link_ready(c, s, now, why, sizeof why);
+    if (lk <= 0) {
+      if (lk < 0) rx_broken(c, s, why);
+      return;
+    }
+  }
+  uint64_t tag = st->tag, frames = s->frames_recvd;
+  int n = read ? rx_reap(c, s) : 0;
+  if (n < 0) return;
+  rx_take(c, s);
+  if (c->err || s->dead) return;
+  if (n || st->tag != tag || s->frames_recvd != frames) st->active_ns = now;
+  rx_watch(c, s, now);
 }
 
 struct braid_rx_frame *braid_ofi_rx_frame(struct braid_stream *s, int k) {
@@ -238,6 +304,6 @@ bool braid_ofi_rx_ack_send(struct braid_comm *c, struct braid_stream *s,
 
 void braid_ofi_rx_describe(const struct braid_stream *s, char *buf, size_t len) {
   const struct braid_ofi_stream *st = s->tp;
-  snprintf(buf, len, "between frames, %d ofi receives open (and %d posted ahead)", st->rx_count,
-           st->rx_pre);
+  snprintf(buf, len, "between frames, %d ofi receives open (and %d posted ahead)%s%s", st->rx_count,
+           st->rx_pre, st->closed_ns ? "; " : "", st->closed_ns ? st->closed_why : "");
 }

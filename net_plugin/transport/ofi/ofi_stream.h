@@ -16,6 +16,10 @@
 #include "transport/stream.h"
 
 #define BRAID_OFI_RX_DEPTH 8 /* payload receives posted ahead per stream */
+/* A one-stream connection whose peer closed its end keeps collecting what the peer sent before
+ * until nothing more has come for this long: the provider's own connection, not the set-up socket
+ * that shows the closing, carries the data, and its last bytes can still be on their way. */
+#define BRAID_OFI_CLOSE_DRAIN_NS 1000000000ull
 
 extern const struct braid_stream_ops braid_ofi_stream_ops;
 
@@ -38,7 +42,13 @@ struct braid_ofi_stream {
   struct braid_link_startup link; /* the endpoint addresses, exchanged on the stream's socket;
                                      link.linked once connected to the peer's */
   uint64_t tag;              /* payload tag: frames sent (tx) or headers taken (rx) */
+  /* ofi_rxm: frames the sender may start (tx: granted so far; rx: granted in the last credit
+   * sent), i.e. the first frame number whose payload receive is not posted (ofi_rx.c) */
+  uint64_t credit;
   uint64_t poke_ns;          /* tx: when the set-up socket's last poke went (0: never) */
+  uint64_t closed_ns;        /* when the set-up socket showed the peer's closing (0: not yet) */
+  uint64_t active_ns;        /* when a completion or a frame last came (the drain, see above) */
+  char closed_why[48];       /* how it closed: "the peer closed (reset) the connection" */
   /* rx: frames whose headers were taken, oldest first, each with its payload receive posted
    * (several at once, so the provider never holds a payload that has nowhere to go); over ofi_rxm
    * followed by rx_pre receives posted ahead for the next frames (ofi_rx.c) */
@@ -54,6 +64,13 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c);
  * (the peer closed its socket, or no address in BRAID_TIMEOUT_MS): why says how. */
 int braid_ofi_link_ready(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
                          size_t whylen);
+/* After s's completions were collected: 1 while the peer is there; BRAID_LINK_CLOSED once the
+ * set-up socket showed that it closed its end (from then on without looking again: closed_ns,
+ * closed_why); -1 when the socket failed otherwise (why). */
+int braid_ofi_link_watch(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
+                         size_t whylen);
+/* The peer closed and nothing has come from it for BRAID_OFI_CLOSE_DRAIN_NS: nothing more will. */
+bool braid_ofi_link_drained(const struct braid_ofi_stream *st, uint64_t now);
 /* Closes s's endpoint (the fence: nothing it posted lands after this) and shuts its socket
  * down, so the peer sees the stream gone too. */
 void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s);

@@ -16,14 +16,16 @@
 #define TX_POKE_STALE_NS 1500000000ull
 
 /* tx_done 1 marks a frame whose header went and whose payload waits for room.  Without acks a
- * frame counts as written when its payload send completes (then NCCL may reuse the buffer).  0,
- * or an errno after an endpoint error. */
+ * frame counts as written when its payload send completes (then NCCL may reuse the buffer).  Over
+ * ofi_rxm a frame starts only within the receiver's grant (st->credit: its payload receive is
+ * posted).  0, or an errno after an endpoint error. */
 int braid_ofi_tx_write(struct braid_comm *c, struct braid_stream *s) {
   struct braid_ofi_stream *st = s->tp;
-  if (!st->link.linked) return 0;
+  if (!st->link.linked || st->closed_ns) return 0; /* (nothing goes to a peer that closed) */
   while (s->tx_count > 0) {
     struct braid_txframe *f = &s->tx[s->tx_head];
     if (!s->tx_done) {
+      if (braid_ofi_rxm() && st->tag >= st->credit) return 0; /* until the receiver grants more */
       int rc = braid_ofi_send_hdr(st->ep, f->hdr);
       if (rc == -EAGAIN) return 0;
       if (rc) return EIO;
@@ -46,36 +48,81 @@ int braid_ofi_tx_write(struct braid_comm *c, struct braid_stream *s) {
   return 0;
 }
 
+/* Whether the peer is still there, looked at after s's completions were collected.  A receiver
+ * closes its end once its receives completed, possibly before this end has seen its last sends'
+ * completions: one that closed is waited for until nothing has come for BRAID_OFI_CLOSE_DRAIN_NS,
+ * and s is broken then only if something was still to go (with acks at once: the rail fails, its
+ * unacknowledged chunks go to the others). */
+static int tx_watch(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
+                    size_t whylen) {
+  struct braid_ofi_stream *st = s->tp;
+  int lk = braid_ofi_link_watch(c, s, now, why, whylen);
+  if (lk == 1) return 1;
+  if (lk != BRAID_LINK_CLOSED || c->acks) return -1;
+  if (!braid_ofi_link_drained(st, now)) return 1;
+  if (!s->tx_count && !c->tx.pend_count && !braid_ofi_outstanding(st->ep)) return 1;
+  snprintf(why, whylen, "%s with sends still to complete", st->closed_why);
+  return -1;
+}
+
+/* The headers that came back: credits (ofi_rxm) are taken in, up to the first acknowledgement,
+ * which is copied into ack (with acks; without them none may come).  1 an acknowledgement, 0 none
+ * now, -1 garbled (why). */
+static int tx_headers(struct braid_comm *c, struct braid_stream *s,
+                      uint8_t ack[BRAID_FRAME_HDR_BYTES], char *why, size_t whylen) {
+  struct braid_ofi_stream *st = s->tp;
+  const uint8_t *h;
+  while ((h = braid_ofi_hdr_peek(st->ep))) {
+    struct braid_frame f;
+    char err[128];
+    if (braid_frame_decode(h, &f, err, sizeof err) != 0)
+      return snprintf(why, whylen, "a garbled header from the receiver: %s", err), -1;
+    if (f.type == BRAID_FRAME_ACK && c->acks) {
+      memcpy(ack, h, BRAID_FRAME_HDR_BYTES);
+      braid_ofi_hdr_consume(st->ep);
+      return 1;
+    }
+    /* A grant covers frames not yet taken in by the receiver, at most BRAID_OFI_RX_DEPTH past
+     * those sent, and never shrinks (headers arrive in order). */
+    if (f.type != BRAID_FRAME_CREDIT || !braid_ofi_rxm() || f.seq < st->credit ||
+        f.seq > st->tag + BRAID_OFI_RX_DEPTH)
+      return snprintf(why, whylen, "a garbled header from the receiver (type %u, %llu)", f.type,
+                      (unsigned long long)f.seq), -1;
+    st->credit = f.seq;
+    braid_ofi_hdr_consume(st->ep);
+  }
+  return 0;
+}
+
 /* The link's state, then s's completions (payload sends; acknowledgement headers stay queued
- * for braid_ofi_tx_read_ack).  1 ready, 0 not linked yet, -1 broken with the reason in why. */
+ * for braid_ofi_tx_read_ack; without acks the receiver's credits are taken in here), then the
+ * peer's presence.  1 ready, 0 not linked yet, -1 broken with the reason in why. */
 int braid_ofi_tx_poll(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
                       size_t whylen) {
   struct braid_ofi_stream *st = s->tp;
-  int lk = braid_ofi_link_ready(c, s, now, why, whylen);
-  if (lk <= 0) return lk;
+  if (!st->link.linked) {
+    int lk = braid_ofi_link_ready(c, s, now, why, whylen);
+    if (lk <= 0) return lk < 0 ? -1 : 0;
+  }
   struct braid_ofi_done d[32];
   int n;
   do {
     n = braid_ofi_progress(st->ep, d, 32);
     if (n < 0) return snprintf(why, whylen, "%s", braid_ofi_error(st->ep)), -1;
+    if (n) st->active_ns = now;
     for (int i = 0; i < n; i++) {
       if (d[i].status != BRAID_OFI_OK) return snprintf(why, whylen, "%s", braid_ofi_error(st->ep)), -1;
       if (d[i].ctx) braid_tx_written(c, d[i].ctx, d[i].len);
     }
   } while (n == 32);
-  return 1;
+  if (!c->acks && tx_headers(c, s, NULL, why, whylen) < 0) return -1;
+  return tx_watch(c, s, now, why, whylen);
 }
 
-/* The acknowledgement headers that arrived (after braid_ofi_tx_poll). */
+/* The acknowledgements that arrived (after braid_ofi_tx_poll), the credits between them taken in. */
 int braid_ofi_tx_read_ack(struct braid_comm *c, struct braid_stream *s,
                           uint8_t hdr[BRAID_FRAME_HDR_BYTES], char *why, size_t whylen) {
-  (void)c, (void)why, (void)whylen;
-  struct braid_ofi_stream *st = s->tp;
-  const uint8_t *h = braid_ofi_hdr_peek(st->ep);
-  if (!h) return 0;
-  memcpy(hdr, h, BRAID_FRAME_HDR_BYTES);
-  braid_ofi_hdr_consume(st->ep);
-  return 1;
+  return tx_headers(c, s, hdr, why, whylen);
 }
 
 /* A broken stream (a provider error, the peer gone) is fenced for good: nothing posted on it is

@@ -116,7 +116,7 @@ int braid_sock_connected(int fd) {
 int braid_sock_silent(int fd, char *why, size_t whylen) {
   char b[64];
   ssize_t n = recv(fd, b, 1, MSG_DONTWAIT | MSG_PEEK);
-  if (n == 0) return snprintf(why, whylen, "the peer closed the connection"), -1;
+  if (n == 0) return snprintf(why, whylen, "the peer closed the connection"), BRAID_SOCK_CLOSED;
   if (n > 0 && (uint8_t)b[0] == SOCK_POKE) {
     /* Drop the pokes waiting (all of them, up to one that is not a poke). */
     ssize_t k = recv(fd, b, sizeof b, MSG_DONTWAIT | MSG_PEEK), m = 0;
@@ -126,6 +126,8 @@ int braid_sock_silent(int fd, char *why, size_t whylen) {
     return m == k ? 1 : braid_sock_silent(fd, why, whylen);
   }
   if (n > 0) return snprintf(why, whylen, "unexpected bytes on the set-up socket"), -1;
+  if (errno == ECONNRESET)
+    return snprintf(why, whylen, "the peer reset the connection"), BRAID_SOCK_CLOSED;
   if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
     return snprintf(why, whylen, "set-up socket failed: %s", strerror(errno)), -1;
   return 1;

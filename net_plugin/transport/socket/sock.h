@@ -24,8 +24,11 @@ void braid_sock_set_timeout(int fd, int64_t timeout_ms);
 /* A non-blocking connect: 1 connected, 0 still in progress, -1 failed (errno says why). */
 int braid_sock_connected(int fd);
 /* A set-up socket that must stay open and silent (ofi and verbs carry data elsewhere): 1 while
- * it does, -1 with the reason in why when the peer closed it, sent bytes other than pokes on it,
- * or it failed.  Pokes are read and dropped. */
+ * it does; BRAID_SOCK_CLOSED with the reason in why when the peer closed it or reset it (its
+ * process closed the connection or ended: what it sent on the data path before may still be on
+ * its way there); -1 with the reason when it sent bytes other than pokes on it, or the socket
+ * failed otherwise.  Pokes are read and dropped. */
+#define BRAID_SOCK_CLOSED (-2)
 int braid_sock_silent(int fd, char *why, size_t whylen);
 /* A poke: one byte on a set-up socket, which the peer's braid_sock_silent drops.  The peer's
  * kernel acknowledges it whether or not the peer's application is busy, so a poke that stays
