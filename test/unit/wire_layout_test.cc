@@ -124,7 +124,7 @@ TEST(WireLayout, Hello) {
   h.tc = 0x68;
   h.sl = 3;
   braid_hello_encode(&h, buf);
-  want = "42524448 0200 0300 0200 0400 0100 1c00 8877665544332211 02 03 68 03" + Zeros(4) +
+  want = "42524448 0300 0300 0200 0400 0100 1c00 8877665544332211 02 03 68 03" + Zeros(4) +
          Seq(0xa0, 16) + Seq(0xc0, 32);
   ExpectBytes(Bytes(want.c_str()), buf, sizeof buf);
 }
