@@ -13,6 +13,14 @@
 // sockets" is the same process's listener, its handle rewritten as a socket-only node's: the two
 // ranks disagree on the transport exactly as a verbs node and a socket node do.
 //
+// The calls are NCCL's, read in NVIDIA/nccl: the net transport registers each protocol buffer on
+// the send and the receive comm with regMrDmaBuf (the fd NCCL exported, NCCL_PTR_CUDA, closed
+// right after) or regMr(NCCL_PTR_CUDA) when the device's ptrSupport says GPU memory
+// (src/transport/net.cc: v2.19.4-1 lines 767-772 and 910-915, v2.30.7-1 lines 997-1004 and
+// 1170-1177), then iflush after GPU receives; CollNet registers its buffers the same way from
+// CollNet's own ptrSupport (src/transport/coll_net.cc: v2.19.4-1 ~484-495 and 553-565, v2.30.7-1
+// 551-559 and 645-653) and calls iallreduce, test and iflush on them.
+//
 // Each case runs in a child process (the plugin's process-wide state, the mount namespace).
 #include <fcntl.h>
 #include <gtest/gtest.h>
