@@ -137,17 +137,57 @@ static int wait_all(void **reqs, int n, int *sizes_out, const char *what) {
   return fail("%s: not done in %.0f s", what, WAIT_S);
 }
 
+/* Registrations, as every consumer makes them (a verbs connection takes no buffer without one):
+ * a buffer is registered on a comm at its first use, deregistered before it is freed or its comm
+ * closed. */
+static struct reg {
+  void *comm;
+  char *addr;
+  size_t len;
+  void *mh;
+} regs[512];
+static int nregs;
+
+/* The memory handle covering [p, p + len) on comm; NULL (after fail) when it cannot be made. */
+static void *mh_of(void *comm, void *p, size_t len) {
+  for (int i = 0; i < nregs; i++)
+    if (regs[i].comm == comm && (char *)p >= regs[i].addr && (char *)p + len <= regs[i].addr + regs[i].len)
+      return regs[i].mh;
+  if (nregs == (int)(sizeof regs / sizeof regs[0])) return fail("too many registrations"), NULL;
+  void *mh = NULL;
+  ncclResult_t rc = netload_reg_mr(&nl, comm, p, len ? len : 1, NCCL_PTR_HOST, &mh);
+  if (rc != ncclSuccess) return fail("regMr: %s", netload_result_str(rc)), NULL;
+  regs[nregs++] = (struct reg){comm, p, len ? len : 1, mh};
+  return mh;
+}
+
+/* Deregisters what lies in [p, p + len) (any comm), or everything of comm when p is NULL. */
+static int unreg(void *comm, void *p, size_t len) {
+  for (int i = 0; i < nregs; i++) {
+    bool hit = p ? regs[i].addr >= (char *)p && regs[i].addr < (char *)p + len : regs[i].comm == comm;
+    if (!hit) continue;
+    TRY(netload_dereg_mr(&nl, regs[i].comm, regs[i].mh), "deregMr");
+    regs[i--] = regs[--nregs];
+  }
+  return 0;
+}
+
 static int post_send(void *s, void *data, size_t size, int tag, void **req) {
   *req = NULL;
+  void *mh = mh_of(s, data, size);
+  if (!mh) return -1;
   for (double end = now_s() + WAIT_S; !*req && now_s() < end;)
-    TRY(netload_isend(&nl, s, data, size, tag, NULL, NULL, req), "isend");
+    TRY(netload_isend(&nl, s, data, size, tag, mh, NULL, req), "isend");
   return *req ? 0 : fail("isend never posted");
 }
 
 static int post_recv(void *r, int n, void **data, size_t *sizes, int *tags, void **req) {
   *req = NULL;
+  void *mhs[8];
+  for (int i = 0; i < n; i++)
+    if (!(mhs[i] = mh_of(r, data[i], sizes[i]))) return -1;
   for (double end = now_s() + WAIT_S; !*req && now_s() < end;)
-    TRY(netload_irecv(&nl, r, n, data, sizes, tags, NULL, NULL, req), "irecv");
+    TRY(netload_irecv(&nl, r, n, data, sizes, tags, mhs, NULL, req), "irecv");
   return *req ? 0 : fail("irecv never posted");
 }
 
@@ -182,6 +222,7 @@ static int case_close_after_completion(void *ctx) {
       }
       if (wait_all(reqs, N, NULL, "send test")) return -1;
       if (it == iters - 1) {
+        if (unreg(s, NULL, 0)) return -1;
         TRY(netload_close_send(&nl, s), "closeSend right after completion");
         s = NULL;
       }
@@ -190,9 +231,11 @@ static int case_close_after_completion(void *ctx) {
       for (int m = 0; m < N; m++)
         if (check(buf + m * size, size, (unsigned)(it * N + m), "a message")) return -1;
     }
+    if (unreg(NULL, buf, N * size)) return -1;
     free(buf);
     if (it < iters - 1 && sync_ranks()) return -1;
   }
+  if (r && unreg(r, NULL, 0)) return -1;
   if (r) TRY(netload_close_recv(&nl, r), "closeRecv");
   return 0;
 }
@@ -230,7 +273,9 @@ static int case_grouped_receives(void *ctx) {
                     * may hold a send until the receiver is ready: isend then answers NULL) */
       for (int k = n - 1; k >= 0; k--) {
         fill(bufs[k], sizes[k], (unsigned)(it * 8 + k));
-        if (eager) TRY(netload_isend(&nl, s, bufs[k], sizes[k], tags[k], NULL, NULL, &sreq[k]), "isend");
+        void *mh = eager ? mh_of(s, bufs[k], sizes[k]) : NULL;
+        if (eager && !mh) return -1;
+        if (eager) TRY(netload_isend(&nl, s, bufs[k], sizes[k], tags[k], mh, NULL, &sreq[k]), "isend");
         else if (post_send(s, bufs[k], sizes[k], tags[k], &sreq[k])) return -1;
         posted[k] = sreq[k] != NULL;
       }
@@ -250,9 +295,13 @@ static int case_grouped_receives(void *ctx) {
       }
     }
     if (sync_ranks()) return -1;
+    for (int k = 0; k < n; k++)
+      if (unreg(NULL, bufs[k], sizes[k])) return -1;
     for (int k = 0; k < n; k++) free(bufs[k]);
   }
+  if (s && unreg(s, NULL, 0)) return -1;
   if (s) TRY(netload_close_send(&nl, s), "closeSend");
+  if (r && unreg(r, NULL, 0)) return -1;
   if (r) TRY(netload_close_recv(&nl, r), "closeRecv");
   return 0;
 }
@@ -298,10 +347,14 @@ static int case_reused_listen_comm(void *ctx) {
       }
     }
   }
+  if (unreg(NULL, buf, size * MAX_RANKS)) return -1;
   free(buf);
+  if (s && unreg(s, NULL, 0)) return -1;
   if (s) TRY(netload_close_send(&nl, s), "closeSend");
-  for (int k = 1; k < nranks; k++)
+  for (int k = 1; k < nranks; k++) {
+    if (r[k] && unreg(r[k], NULL, 0)) return -1;
     if (r[k]) TRY(netload_close_recv(&nl, r[k]), "closeRecv");
+  }
   return 0;
 }
 
@@ -333,10 +386,12 @@ static int case_rings(void *ctx) {
     for (int g = 0; g < NRINGS; g++)
       if (check(in + g * size, size, (unsigned)((it * NRINGS + g) * MAX_RANKS + prev), "a ring message")) return -1;
   }
+  if (unreg(NULL, out, NRINGS * size) || unreg(NULL, in, NRINGS * size)) return -1;
   free(out);
   free(in);
   if (sync_ranks()) return -1; /* the last step is everyone's before anyone closes */
   for (int g = 0; g < NRINGS; g++) {
+    if (unreg(s[g], NULL, 0) || unreg(r[g], NULL, 0)) return -1;
     TRY(netload_close_send(&nl, s[g]), "closeSend");
     TRY(netload_close_recv(&nl, r[g]), "closeRecv");
   }

@@ -166,13 +166,16 @@ if ! want collnet-unconfigured; then :
 elif ! env -u BRAID_PS_SERVERS NCCL_COLLNET_ENABLE=1 timeout 60 "$PERF" "${C[@]}" -n 2 -b 1K -e 1K --iters 1 -w 0 \
      >"$tmp/out" 2>&1 && grep -q "BRAID_PS_SERVERS" "$tmp/out"; then ok "collnet-unconfigured"; else bad "collnet-unconfigured"; fi
 
-# 2000 connections that send garbage and go: braid-ps refuses each, in one log line a second
-# (it wrote one line each), and still serves a job right after.
+# 2000 connections that send a line of garbage longer than a frame header and go: braid-ps refuses
+# each (a malformed frame), in one log line a second (it wrote one line each), and still serves a
+# job right after.
 if want collnet-strangers-summarised; then
   before=$(wc -l <"$tmp/ps1.log")
   t0=$SECONDS
   for i in $(seq 2000); do
-    { exec 3<>/dev/tcp/127.0.0.1/"${port[1]}" && printf 'not a braid-ps frame %d\n' "$i" >&3 && exec 3>&-; } 2>/dev/null
+    { exec 3<>/dev/tcp/127.0.0.1/"${port[1]}" &&
+      printf 'GET / HTTP/1.1 this is not a braid-ps frame header, and it is longer than one %d\n' "$i" >&3 &&
+      exec 3>&-; } 2>/dev/null
   done
   sleep 1.5
   lines=$(( $(wc -l <"$tmp/ps1.log") - before ))
