@@ -4,11 +4,11 @@
 # `apt-get install make gcc`, cached); this tree is copied into its /root/braid (the files git
 # sees, uncommitted changes included; no .git); commands run in it by chroot, as root, with a
 # clean environment and the host's /proc, /sys and /dev bound in:
-#   pass 1, the root a plain folder, as `chroot ROOT` enters it: `make run` passes (tools/deps.sh
-#           installs what the build needs), then `make test SUITE="$PASS1"` (deps.sh installs what
-#           the tests need): no FAIL, and every SKIP names the chroot's limit ("/ is not a mount
-#           point": no mount or network namespace, test/ns_check.sh); loads-anywhere and install
-#           have run the parts that need none;
+#   pass 1, the root a plain folder, as `chroot ROOT` enters it: `make run` (-j$JOBS) passes
+#           (tools/deps.sh installs what the build needs), then `make test SUITE="$PASS1"`
+#           (deps.sh installs what the tests need): no FAIL, and every SKIP names the chroot's
+#           limit ("/ is not a mount point": no mount or network namespace, test/ns_check.sh);
+#           loads-anywhere and install have run the parts that need none;
 #   pass 2, the root bound on itself first (mount --bind ROOT ROOT, the remedy those skips name):
 #           `make test SUITE="$PASS2"` (netbed: its striping case) and deb-install's script on
 #           pass 1's packages (not built again): every suite PASS.
