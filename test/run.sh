@@ -29,7 +29,10 @@ suite() { # name, command...
   [ -n "${run_set[$name]:-}" ] || return 0
   local log="$log_dir/$name.log" t0=$SECONDS rc=0 why
   "$@" >"$log" 2>&1 || rc=$?
-  why=$(grep -E '^skip |: skipped \(|^\[  SKIPPED \] [^0-9]' "$log" | head -n 3 | tr '\n' ';' | sed 's/;$//')
+  # (GoogleTest prints a skip's reason on the line after "FILE:LINE: Skipped": shown with the test.)
+  why=$(awk '/^skip |: skipped \(/ { print; next } /: Skipped$/ { getline r; next }
+             /^\[  SKIPPED \] [^0-9]/ { print $0 (r == "" ? "" : ": " r); r = "" }' "$log" |
+          head -n 3 | tr '\n' ';' | sed 's/;$//')
   if [ $rc -eq 0 ] && [ -z "$why" ]; then
     pass=$((pass + 1)); printf 'PASS %-28s %4ds\n' "$name" $((SECONDS - t0))
   elif [ $rc -eq 0 ] || [ $rc -eq 77 ]; then
