@@ -29,7 +29,10 @@ suite() { # name, command...
   [ -n "${run_set[$name]:-}" ] || return 0
   local log="$log_dir/$name.log" t0=$SECONDS rc=0 why
   "$@" >"$log" 2>&1 || rc=$?
-  why=$(grep -E '^skip |: skipped \(|^\[  SKIPPED \] [^0-9]' "$log" | head -n 3 | tr '\n' ';' | sed 's/;$//')
+  # (GoogleTest prints a skip's reason on the line after "FILE:LINE: Skipped": shown with the test.)
+  why=$(awk '/^skip |: skipped \(/ { print; next } /: Skipped$/ { getline r; next }
+             /^\[  SKIPPED \] [^0-9]/ { print $0 (r == "" ? "" : ": " r); r = "" }' "$log" |
+          head -n 3 | tr '\n' ';' | sed 's/;$//')
   if [ $rc -eq 0 ] && [ -z "$why" ]; then
     pass=$((pass + 1)); printf 'PASS %-28s %4ds\n' "$name" $((SECONDS - t0))
   elif [ $rc -eq 0 ] || [ $rc -eq 77 ]; then
@@ -106,6 +109,9 @@ suite install ./test/pkg/install_test.sh build
 suite deb make deb
 suite deb-lintian ./test/pkg/lintian_test.sh build/deb
 suite deb-install ./test/pkg/deb_install_test.sh build/deb
+# A copy of this tree in a minimal Debian root (debootstrap minbase, make and gcc), by chroot: make
+# run, and make test's suites that a missing package or the chroot's limits touch; as root.
+suite minimal-root ./test/pkg/min_root_test.sh
 # The soft-RoCE guest's tests (smoke, verbs-probe, verbs-ep, verbs-conn plain and sanitized,
 # verbs-perf), in one boot; test/vm/all.sh NAME... or test/vm/NAME_test.sh for one of them.
 suite vm ./test/vm/all.sh
@@ -115,7 +121,7 @@ suite fuzz ./test/fuzz/run.sh "$FUZZ_SECONDS"
 # The build suites whose trees a suite runs (the others build what they run themselves).
 needs() {
   case $1 in
-    deps-first|build|build-sanitized|build-tsan|fuzz|vm|sim|sim-sanitized|source-*|deb) ;;
+    deps-first|build|build-sanitized|build-tsan|fuzz|vm|sim|sim-sanitized|source-*|deb|minimal-root) ;;
     deb-*) echo deb;;
     threads-tsan) echo build-tsan;;
     collnet-tsan-servers) echo build build-tsan;;

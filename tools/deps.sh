@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Installs (as root) or names (otherwise) the Debian packages braid needs.
 #   deps.sh build   compilers and libraries for `make`
-#   deps.sh test    plus what `make test` uses (GoogleTest, clang's libFuzzer, iproute2; for the
-#                   packages' suites, what deb needs, lintian and debootstrap)
+#   deps.sh test    plus what `make test` uses (GoogleTest, clang's libFuzzer, iproute2, nftables,
+#                   procps, git for source-paths, python3 for collnet; for the packages' suites,
+#                   what deb needs, lintian and debootstrap); the test guest's own (qemu, the
+#                   kernel) are installed by tools/vm/build-image.sh
 #   deps.sh deb     plus Debian's packaging tools, for `make deb`
 set -euo pipefail
 what=${1:-build}
 pkgs=(gcc g++ make libsodium-dev libhwloc-dev libcairo2-dev pkgconf libfabric-dev libibverbs-dev)
 deb=(build-essential dpkg-dev debhelper)
 if [ "$what" = test ]; then pkgs+=(libgtest-dev clang libclang-rt-dev iproute2 nftables procps
-  "${deb[@]}" lintian debootstrap); fi
+  git python3 "${deb[@]}" lintian debootstrap); fi
 if [ "$what" = deb ]; then pkgs+=("${deb[@]}"); fi
 if [ "$what" = bench ]; then pkgs+=(iproute2 nftables iperf3 bc gnuplot-nox libfabric-bin); fi
 missing=()

@@ -93,8 +93,12 @@ std::string FakeSysfs() {
   if (uid != 0 && (!Put("/proc/self/setgroups", "deny") || !Put("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1") ||
                    !Put("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1")))
     return "no user namespace mapping here";
-  if (mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-      mount("tmpfs", "/sys/class", "tmpfs", 0, "size=1m") != 0 ||
+  if (mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    int e = errno;  // EINVAL: "/" is not a mount point, as in a chroot (test/ns_check.sh)
+    return std::string("cannot make the mount namespace private (") + strerror(e) +
+           (e == EINVAL ? "; / is not a mount point (a chroot: mount --bind ROOT ROOT before entering it))" : ")");
+  }
+  if (mount("tmpfs", "/sys/class", "tmpfs", 0, "size=1m") != 0 ||
       mount("tmpfs", "/sys/module", "tmpfs", 0, "size=1m") != 0)
     return std::string("cannot mount a private /sys/class here (") + strerror(errno) + ")";
   if (!Put("/sys/module/nvidia_peermem/version", "1.0\n") ||

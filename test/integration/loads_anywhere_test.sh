@@ -11,7 +11,8 @@
 #     (BRAID_TUNER_MODE=off).  "Without" is real: each run is in a private mount namespace (unshare -m, or -rm when
 #     not root) where the libraries' directory is replaced by links to everything in it but
 #     libhwloc.so* and libsodium.so*, so the dynamic loader finds no file; no braid knob is
-#     involved.  Without unshare part 2 is skipped with a message.
+#     involved.  Where no such namespace can be made (test/ns_check.sh: a chroot, a container)
+#     part 2 is skipped with the reason; part 1 runs anyway.
 #   test/integration/loads_anywhere_test.sh BUILD_DIR       (build or build/san)
 # Prints "loads-anywhere: N passed, N failed".
 set -uo pipefail
@@ -65,8 +66,10 @@ unshare_cmd=(unshare -m --propagation private)
 # hidden CMD...: CMD where the libraries cannot be found.
 hidden() { "${unshare_cmd[@]}" bash -c ". $tmp/mounts; exec \"\$@\"" hidden "$@"; }
 
-if ! hidden true 2>"$tmp/why"; then
-  echo "skip libraries-missing cases: cannot make a private mount namespace ($(head -c 200 "$tmp/why"))"
+if ! why=$(test/ns_check.sh "${unshare_cmd[@]:1}"); then
+  echo "skip part 2 (its runs hide libhwloc and libsodium in a private mount namespace: $why); part 1 ran"
+elif ! hidden true 2>"$tmp/why"; then
+  echo "skip part 2 (cannot hide libhwloc and libsodium in a private mount namespace: $(head -c 200 "$tmp/why")); part 1 ran"
 else
   export NCCL_NET_PLUGIN=$NET BRAID_SOCKET_IFNAME=lo NCCL_DEBUG=INFO
   unset NCCL_TUNER_PLUGIN BRAID_TUNER_MODE BRAID_TUNER_CALIB BRAID_TUNER_HEALTH NCCL_TUNER_CONFIG_FILE \

@@ -28,12 +28,15 @@ if [ "$(id -u)" != 0 ]; then echo "netbed: skipped (needs root)"; exit 77; fi
 for t in ip tc nft; do
   command -v $t >/dev/null || { echo "netbed: skipped ($t missing)"; exit 77; }
 done
+# The fabric's hosts are network namespaces; ip netns exec also needs a slave mount namespace.
+why=$(test/ns_check.sh --net --mount --propagation slave) ||
+  { echo "netbed: skipped (the fabric's network namespaces: $why)"; exit 77; }
 P=nt$$
 tmp=$(mktemp -d)
 cleanup() { $NB --prefix $P down >/dev/null 2>&1; rm -rf "$tmp"; }
 trap cleanup EXIT
 if ! $NB --prefix $P up --hosts 2 --rails 4 --rate 200mbit >"$tmp/up" 2>&1; then
-  echo "netbed: skipped (cannot build the fabric: $(tail -n 1 "$tmp/up"))"; exit 77
+  echo "netbed: skipped (cannot build the fabric: $(grep -v 'up failed' "$tmp/up" | tail -n 1))"; exit 77
 fi
 PERF=$(realpath "$B/braid-perf")
 export NCCL_NET_PLUGIN=$(realpath "$B/libnccl-net-braid.so") BRAID_SOCKET_IFNAME=eth

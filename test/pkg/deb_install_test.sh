@@ -5,11 +5,14 @@
 # CollNet allreduce, the packages purged and the root checked for leftovers
 # (test/pkg/in_root.sh, in namespaces of its own).
 #   test/pkg/deb_install_test.sh [DEB_DIR]        (default build/deb; make deb first)
-# Skips (exit 77) without root, or when no root can be bootstrapped (no Debian mirror).
+# Skips (exit 77) without root, where the namespaces cannot be made (test/ns_check.sh: a chroot, a
+# container), or when no root can be bootstrapped (no Debian mirror); all before any of braid runs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 debs=${1:-build/deb}
 if [ "$(id -u)" != 0 ]; then echo "deb-install: skipped (needs root: chroot, mounts, namespaces)"; exit 77; fi
+ns=(--mount --net --pid --fork --propagation private)
+why=$(test/ns_check.sh "${ns[@]}") || { echo "deb-install: skipped (the root's namespaces: $why)"; exit 77; }
 for d in braid-nccl-plugins braid-tools braid-ps; do
   f=$(ls "$debs/${d}"_*.deb 2>/dev/null | head -n 1)
   [ -n "$f" ] || { echo "deb-install: no $debs/${d}_*.deb: run make deb first"; exit 1; }
@@ -24,4 +27,4 @@ esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Every mount of in_root.sh is in the new mount namespace and ends with it, before rm -rf runs.
-unshare --mount --net --pid --fork --propagation private test/pkg/in_root.sh "$root" "$(realpath "$debs")" "$work"
+unshare "${ns[@]}" test/pkg/in_root.sh "$root" "$(realpath "$debs")" "$work"
