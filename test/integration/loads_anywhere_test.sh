@@ -4,10 +4,13 @@
 #  1. the NEEDED list of libnccl-net-braid.so and libnccl-tuner-braid.so (readelf -d) holds only
 #     the C library family (sanitizer runtimes in SAN builds); hwloc, libsodium, libfabric and
 #     libibverbs are opened at run time (common/dynlib.h);
-#  2. on a node without libhwloc and libsodium they still initialise and carry traffic, each
-#     missing library named once with what it costs: NICs not grouped by GPU, the tuner's files
-#     ignored (NCCL's choices), CollNet and braid-ps refused rather than run unauthenticated; and a
-#     rank without libsodium connects to one that has it and also leaves the choices to NCCL
+#  2. on a node without libhwloc and libsodium they still load and initialise, each missing
+#     library named once with what it costs: NICs not grouped by GPU, the tuner's files ignored
+#     (NCCL's choices), CollNet and braid-ps refused rather than run unauthenticated, and the data
+#     streams refused by default (BRAID_NET_AUTH=required: the secret never goes in clear unasked),
+#     with the reason, an error and no hang; with BRAID_NET_AUTH=auto they carry traffic, the
+#     clear-text fallback said on stderr even without NCCL_DEBUG; and a rank without libsodium
+#     connects to one that has it (both auto) and also leaves the choices to NCCL
 #     (BRAID_TUNER_MODE=off).  "Without" is real: each run is in a private mount namespace (unshare -m, or -rm when
 #     not root) where the libraries' directory is replaced by links to everything in it but
 #     libhwloc.so* and libsodium.so*, so the dynamic loader finds no file; no braid knob is
@@ -80,8 +83,15 @@ else
                          [ -e "$d/$l" ] && { echo "$d/$l is visible"; exit 1; }; done; done; exit 0' "$LDCONFIG" >"$tmp/out" 2>&1
   then ok "libraries-hidden"; else bad "libraries-hidden"; fi
 
-  # The net plugin initialises and carries verified traffic; hwloc's absence said once per process.
-  if hidden timeout 120 "$PERF" sendrecv -n 2 -b 1K -e 1M -f 32 --iters 3 -w 1 >"$tmp/out" 2>&1 &&
+  # By default the data streams need libsodium: refused at once with the reason, never a hang.
+  if ! hidden timeout 60 "$PERF" sendrecv -n 2 -b 1K -e 1K --iters 1 -w 0 >"$tmp/out" 2>&1 &&
+     grep -q "BRAID_NET_AUTH=required (the default), but libsodium cannot be loaded" "$tmp/out"; then
+    ok "net-plugin-without-sodium-refused-by-default"
+  else bad "net-plugin-without-sodium-refused-by-default"; fi
+
+  # BRAID_NET_AUTH=auto: the plugin initialises and carries verified traffic; hwloc's absence said
+  # once per process.
+  if hidden env BRAID_NET_AUTH=auto timeout 120 "$PERF" sendrecv -n 2 -b 1K -e 1M -f 32 --iters 3 -w 1 >"$tmp/out" 2>&1 &&
      [ "$(grep -c "libhwloc.so.15 cannot be loaded (cannot open shared object file" "$tmp/out")" -ge 1 ] &&
      grep -q "no PCI placement information, so NICs are not grouped by their nearest GPU" "$tmp/out" &&
      grep -q "braid .* loaded through" "$tmp/out" &&
@@ -95,10 +105,16 @@ else
   if [ "$(grep -c "no PCI placement information" "$tmp/out")" -ge 2 ] && [ "$twice" -eq 0 ]; then
     ok "hwloc-info-once-per-process"
   else bad "hwloc-info-once-per-process"; fi
+  # Without NCCL_DEBUG NCCL shows no WARN: the clear-text fallback still reaches stderr.
+  if hidden env -u NCCL_DEBUG BRAID_NET_AUTH=auto timeout 120 "$PERF" sendrecv -n 2 -b 1K -e 1K --iters 1 -w 0 \
+       >/dev/null 2>"$tmp/err" &&
+     grep -q "NET/braid WARN .*the hello carries the connection secret in clear" "$tmp/err"; then
+    ok "clear-text-fallback-on-stderr-without-nccl-debug"
+  else cp "$tmp/err" "$tmp/out"; bad "clear-text-fallback-on-stderr-without-nccl-debug"; fi
 
   # The tuner: its files cannot be fingerprinted, so it leaves the choices to NCCL, and says so.
   printf 'braid-calibration 1\nnranks 2\nnnodes 2\nallreduce ring simple 4096 100 10\n' >"$tmp/calib"
-  if hidden env NCCL_TUNER_PLUGIN="$TUNER" BRAID_TUNER_CALIB="$tmp/calib" timeout 120 \
+  if hidden env BRAID_NET_AUTH=auto NCCL_TUNER_PLUGIN="$TUNER" BRAID_TUNER_CALIB="$tmp/calib" timeout 120 \
        "$PERF" allreduce --algo auto -n 2 -b 4K -e 64K -f 4 --iters 3 -w 1 >"$tmp/out" 2>&1 &&
      grep -q "tuner: libsodium.so.23 cannot be loaded (cannot open shared object file.*leaves every choice to NCCL" "$tmp/out" &&
      grep -q "tuner: NCCL uses ncclTunerPlugin_v[0-9]*; mode off" "$tmp/out"; then
@@ -121,9 +137,9 @@ else
   # runs BRAID_TUNER_MODE=off choose alike, so the net plugin's fingerprint check lets them connect.
   port=$((21000 + RANDOM % 20000))
   args=(sendrecv -b 1K -e 1K --iters 3 -w 1 --nranks 2 --rendezvous 127.0.0.1:$port)
-  NCCL_TUNER_PLUGIN=braid BRAID_TUNER_MODE=off timeout 60 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 &
+  BRAID_NET_AUTH=auto NCCL_TUNER_PLUGIN=braid BRAID_TUNER_MODE=off timeout 60 "$PERF" "${args[@]}" --rank 0 >"$tmp/r0" 2>&1 &
   p0=$!
-  hidden env NCCL_TUNER_PLUGIN=braid BRAID_TUNER_CALIB="$tmp/calib" timeout 60 "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1
+  hidden env BRAID_NET_AUTH=auto NCCL_TUNER_PLUGIN=braid BRAID_TUNER_CALIB="$tmp/calib" timeout 60 "$PERF" "${args[@]}" --rank 1 >"$tmp/r1" 2>&1
   r1=$?
   wait $p0
   r0=$?
