@@ -57,7 +57,8 @@ struct braid_req {
   bool all_queued;
   int tag;
   uint64_t seq;
-  int vreq; /* verbs: the connection's request */
+  int vreq;   /* verbs: the connection's request; -1 while waiting its turn (verbs_path.c) */
+  void *vmem; /* verbs: its buffer's registration, for when it is handed to the connection */
   /* recv */
   int n, ndone;
   bool hinted; /* posted with NCCL's optional-completion hint */

@@ -29,9 +29,18 @@ _Static_assert(BRAID_VC_MAX_RAILS <= BRAID_VWIRE_RAILS && BRAID_VLINK_MAX_BYTES 
 _Static_assert(BRAID_LINK_IB == BRAID_VADDR_LINK_IB && BRAID_LINK_ETH == BRAID_VADDR_LINK_ETH,
                "the link layer's codes on the wire");
 
+/* The connection holds BRAID_VC_SLOTS requests at a time (what NCCL's proxy has in flight); a
+ * comm takes NCCL_NET_MAX_REQUESTS (a sender's maxRecvs times more), as other consumers may post
+ * them all before testing any.  So the path keeps, in posting order, every request the
+ * connection has not yet completed: those handed to it (vreq >= 0) and behind them those waiting
+ * their turn (vreq -1), handed over in order (the n-th send matches the n-th receive) as slots
+ * free up.  While some wait, the path completes the connection's requests itself (done set for
+ * the caller's next test), so that a consumer testing only its last request still gets there. */
 struct vpath {
   struct braid_vc *vc;
   struct braid_link_startup link; /* the queue pairs' addresses, exchanged on stream 0 */
+  struct braid_req **order;       /* c->nreqs entries: requests not completed, posting order */
+  int norder, nwait;              /* of which the last nwait wait their turn */
 };
 
 static struct braid_vc *vp_vc(const struct braid_comm *c) {
@@ -51,6 +60,8 @@ static ncclResult_t vp_start(struct braid_comm *c) {
   struct vpath *p = calloc(1, sizeof *p);
   if (!p) return braid_comm_fail(c, ncclSystemError, "verbs: out of memory");
   c->path_state = p;
+  if (!(p->order = calloc((size_t)c->nreqs, sizeof *p->order)))
+    return braid_comm_fail(c, ncclSystemError, "verbs: out of memory");
   struct braid_vc_opts o = {.chunk = VLINK_CHUNK,
                             .equal = !strcmp(braid_param_str(BRAID_P_STRIPING), "equal"),
                             /* the class the connector chose, on both ends (transport/tclass.h) */
@@ -138,26 +149,79 @@ static ncclResult_t vp_fail(struct braid_comm *c) {
                          braid_vc_error(vc));
 }
 
-/* rc from braid_vc_isend/irecv: 0 posted, 1 no room now, -1 failed. */
-static ncclResult_t vp_posted(struct braid_comm *c, int rc, bool *again) {
+/* Drops order[i], keeping the order of the rest. */
+static void order_drop(struct vpath *p, int i) {
+  memmove(&p->order[i], &p->order[i + 1], (size_t)(p->norder - i - 1) * sizeof *p->order);
+  p->norder--;
+}
+
+/* Hands r to the connection: 0 (r->vreq set), 1 no room yet, -1 failed.  NCCL's
+ * optional-completion hint: the peer writes straight into the buffer once the CTS (sent here) is
+ * on the wire; braid_vc_detach says when nothing else is needed from this side (a one-rail
+ * connection, room in its receive ring), and then the request completes at its first test(). */
+static int hand_over(struct braid_vc *vc, struct braid_req *r) {
+  int rc = r->kind == BRAID_REQ_SEND ? braid_vc_isend(vc, r->data, r->size, r->vmem, &r->vreq)
+                                     : braid_vc_irecv(vc, r->slot[0].buf, r->slot[0].cap, r->vmem, &r->vreq);
+  if (rc == 0 && r->kind == BRAID_REQ_RECV && r->hinted) r->early = braid_vc_detach(vc, r->vreq);
+  if (rc != 0) r->vreq = -1;
+  return rc;
+}
+
+/* While requests wait their turn: completes what the connection finished (done set, its slot
+ * free), then hands the waiting ones over in order while it has room.  0, or -1 (the connection
+ * failed). */
+static int vp_pump(struct braid_comm *c) {
+  struct vpath *p = c->path_state;
+  struct braid_vc *vc = p->vc;
+  if (!p->nwait) return 0;
+  for (int i = 0; i < p->norder - p->nwait;) {
+    struct braid_req *r = p->order[i];
+    bool done = false;
+    size_t size = 0;
+    if (braid_vc_test(vc, r->vreq, &done, &size)) return -1;
+    if (!done) {
+      i++;
+      continue;
+    }
+    if (r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
+    r->done = true;
+    order_drop(p, i);
+  }
+  while (p->nwait) {
+    int i = p->norder - p->nwait;
+    struct braid_req *r = p->order[i];
+    int rc = hand_over(vc, r);
+    if (rc < 0) return -1;
+    if (rc == 1) break;
+    p->nwait--;
+    if (r->early) order_drop(p, i); /* the connection's now: done at its first test */
+  }
+  return 0;
+}
+
+/* Posts r: to the connection, or behind the requests already waiting.  Never *again: the comm's
+ * request pool is the limit. */
+static ncclResult_t vp_post(struct braid_comm *c, struct braid_req *r, void *mem, bool *again) {
+  struct vpath *p = c->path_state;
+  *again = false;
+  r->vmem = mem;
+  r->vreq = -1;
+  if (p->norder == c->nreqs) return braid_comm_fail(c, ncclInternalError, "verbs: request list full");
+  int rc = p->nwait ? 1 : hand_over(p->vc, r);
   if (rc < 0) return vp_fail(c);
-  *again = rc == 1;
+  if (rc == 0 && r->early) return ncclSuccess;
+  p->order[p->norder++] = r;
+  if (rc == 1) p->nwait++;
+  if (vp_pump(c)) return vp_fail(c);
   return ncclSuccess;
 }
 
 static ncclResult_t vp_isend(struct braid_comm *c, struct braid_req *r, void *mem, bool *again) {
-  return vp_posted(c, braid_vc_isend(vp_vc(c), r->data, r->size, mem, &r->vreq), again);
+  return vp_post(c, r, mem, again);
 }
 
-/* NCCL's optional-completion hint: the peer writes straight into the buffer once the CTS (sent
- * here) is on the wire; braid_vc_detach says when nothing else is needed from this side (a
- * one-rail connection, room in its receive ring), and then the request completes at its first
- * test(). */
 static ncclResult_t vp_irecv(struct braid_comm *c, struct braid_req *r, void *mem, bool *again) {
-  struct braid_vc *vc = vp_vc(c);
-  int rc = braid_vc_irecv(vc, r->slot[0].buf, r->slot[0].cap, mem, &r->vreq);
-  if (rc == 0 && r->hinted) r->early = braid_vc_detach(vc, r->vreq);
-  return vp_posted(c, rc, again);
+  return vp_post(c, r, mem, again);
 }
 
 /* The flush of GPU memory NCCL asks for after a receive (net.c sends only GPU memory here). */
@@ -183,9 +247,20 @@ static ncclResult_t vp_test(struct braid_comm *c, struct braid_req *r) {
     r->done = done;
     return ncclSuccess;
   }
+  if (vp_pump(c)) return vp_fail(c);
+  if (r->done) return ncclSuccess; /* completed by vp_pump */
+  if (r->vreq < 0) return ncclSuccess; /* still waiting its turn */
   if (r->early ? braid_vc_progress(vc) : braid_vc_test(vc, r->vreq, &done, &size)) return vp_fail(c);
   done |= r->early; /* its slot is the connection's now, maybe reused: never tested */
   if (done && r->kind == BRAID_REQ_RECV) r->slot[0].size = size;
+  if (done && !r->early) {
+    struct vpath *p = c->path_state;
+    for (int i = 0; i < p->norder; i++)
+      if (p->order[i] == r) {
+        order_drop(p, i);
+        break;
+      }
+  }
   r->done = done;
   return ncclSuccess;
 }
@@ -198,6 +273,8 @@ static void vp_quiesce(struct braid_comm *c) {
 }
 
 static void vp_free(struct braid_comm *c) {
+  struct vpath *p = c->path_state;
+  if (p) free(p->order);
   free(c->path_state);
   c->path_state = NULL;
 }
@@ -208,7 +285,8 @@ static bool vp_describe(struct braid_comm *c, uint64_t now) {
   if (!vc) return false;
   char d[2048];
   braid_vc_describe(vc, d, sizeof d);
-  BRAID_WARN("  verbs: %s", d);
+  struct vpath *p = c->path_state;
+  BRAID_WARN("  verbs: %d requests waiting for a slot of the connection; %s", p->nwait, d);
   return true;
 }
 
