@@ -96,6 +96,7 @@ include tools/compat/build.mk
 include tools/config-doc/build.mk
 include test/gpu_stage/build.mk
 include test/consumer/build.mk
+include test/verbs_proto/build.mk
 
 # braid-tune (tools/tune): the tuner's library, cairo for --png.
 TUNE_SRCS    = $(wildcard tools/tune/*.c)

@@ -46,12 +46,13 @@ suite() { # name, command...
 # Every suite, in the order they run.  A suite uses the builds its needs() names.
 suites() {
 suite deps-first ./test/integration/deps_first_test.sh
-suite build make -j"$JOBS" all build/unit-tests build/gpu-stage-tests build/libnccl-net-chaos.so build/libnccl-net-collshm.so
+suite build make -j"$JOBS" all build/unit-tests build/gpu-stage-tests build/verbs-proto-tests build/libnccl-net-chaos.so \
+  build/libnccl-net-collshm.so
 suite build-sanitized make -j"$JOBS" SAN=1 OPT=-O1 BUILD=build/san build/san/libnccl-net-braid.so \
   build/san/braid-perf build/san/unit-tests build/san/libnccl-net-braidtrace.so build/san/braid-trace-shape \
   build/san/libnccl-net-chaos.so build/san/braid-ps build/san/libnccl-net-collshm.so \
   build/san/braid-tune build/san/libnccl-tuner-braid.so build/san/braid-verbs-conn-test build/san/gpu-stage-tests \
-  build/san/net-consumer
+  build/san/net-consumer build/san/verbs-proto-tests
 suite build-tsan make -j"$JOBS" SAN=thread OPT=-O1 BUILD=build/tsan build/tsan/threads-test build/tsan/braid-ps
 suite threads-tsan env TSAN_OPTIONS=halt_on_error=1 ./build/tsan/threads-test
 suite unit env BRAID_PLUGIN_PATH=build/libnccl-net-braid.so ./build/unit-tests
@@ -60,6 +61,10 @@ suite unit-sanitized env BRAID_PLUGIN_PATH=build/san/libnccl-net-braid.so ./buil
 # (test/gpu_stage): a verbs node and a socket-only peer.
 suite gpu-staging ./build/gpu-stage-tests
 suite gpu-staging-sanitized ./build/san/gpu-stage-tests
+# The verbs connection's failover protocol over a scripted fabric (test/verbs_proto): the orders
+# of events a real fabric produces only now and then, every time.
+suite verbs-proto ./build/verbs-proto-tests
+suite verbs-proto-sanitized ./build/san/verbs-proto-tests
 suite config-doc ./test/integration/config_doc_test.sh build
 suite source-layers tools/check/layers.sh
 suite source-paths tools/check/paths.sh

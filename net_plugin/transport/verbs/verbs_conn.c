@@ -150,6 +150,15 @@ static void ctl_post(struct braid_vc *vc) {
   }
 }
 
+/* Rail r's completions are given up on (fenced and not drained in time): what it still had of
+ * control messages goes out again on a live rail.  The peer takes a message twice (one whose
+ * completion alone was lost): a CTS only when newer than the slot's last, a FIN or FENCE
+ * as often as it comes. */
+static void ctl_repost(struct braid_vc *vc, int r) {
+  for (int i = 0; i < CTLQ; i++)
+    if (vc->ctl[i].used && vc->ctl[i].posted && vc->ctl[i].rail == r) vc->ctl[i].posted = false;
+}
+
 /* ---------- rails ---------- */
 
 static void fail_rail(struct braid_vc *vc, int r, const char *why) {
@@ -189,6 +198,8 @@ static void r_send_fenced(struct braid_vc *vc, int r) {
     if (q->needs_fin) f.fin |= (uint16_t)(1u << k);
   }
   for (int k = 0; k < BRAID_VC_SLOTS; k++) f.seq[k] = vc->r[k].seq;
+  BRAID_INFO(NCCL_NET, "verbs rail %d (%s): drained; FENCED to the peer: open 0x%x, FIN owed 0x%x, receive %u in slot 0",
+             r, braid_verbs_ep_name(vc->ep[r]), f.open, f.fin, f.seq[0]);
   ctl_queue(vc, &(struct braid_vctl){.type = BRAID_VCTL_FENCED, .fenced = f});
 }
 
@@ -280,8 +291,34 @@ static bool s_finished(const struct sreq *q) {
   return q->have_cts && q->acked == q->nch && (!q->needs_fin || q->fin_done);
 }
 
+/* A second FENCED for a rail whose first is not applied yet (the receiver failed the rail, then
+ * the sender's FENCE came: it answers twice).  Control messages take any live rail, so the two
+ * may arrive in either order; neither may be lost.  Per slot: the newer receive's view; for the
+ * same receive, closed if either says so (a receive never reopens) and owed a FIN if either says
+ * so (a FIN too many is ignored, one too few leaves the receive open for ever).  Commutative:
+ * the arrival order does not matter. */
+static void fenced_merge(struct braid_vctl_fenced *into, const struct braid_vctl_fenced *f) {
+  for (int k = 0; k < BRAID_VC_SLOTS; k++) {
+    uint16_t bit = (uint16_t)(1u << k);
+    if (!(f->posted & bit)) continue;
+    bool take = !(into->posted & bit) || (int32_t)(f->seq[k] - into->seq[k]) > 0;
+    if (take) {
+      into->seq[k] = f->seq[k];
+      into->open = (uint16_t)((into->open & ~bit) | (f->open & bit));
+      into->fin = (uint16_t)((into->fin & ~bit) | (f->fin & bit));
+    } else if (f->seq[k] == into->seq[k]) {
+      into->open &= (uint16_t)(f->open | ~bit);
+      into->fin |= (uint16_t)(f->fin & bit);
+    }
+    into->posted |= bit;
+  }
+}
+
 /* The receiver's view after rail r was fenced (f), applied once r has drained here. */
 static void s_apply_fenced(struct braid_vc *vc, int r, const struct braid_vctl_fenced *f) {
+  BRAID_INFO(NCCL_NET, "verbs rail %d (%s): drained; the peer's FENCED applied: open 0x%x, FIN owed 0x%x, "
+             "receive %u in slot 0, next send %u", r, braid_verbs_ep_name(vc->ep[r]), f->open, f->fin, f->seq[0],
+             vc->s_seq);
   for (int k = 0; k < BRAID_VC_SLOTS; k++) {
     if (!(f->posted & (1u << k))) continue;
     uint32_t seq = f->seq[k];
@@ -298,6 +335,7 @@ static void s_apply_fenced(struct braid_vc *vc, int r, const struct braid_vctl_f
       }
     } else if (fin && (int32_t)(seq - vc->s_seq) < 0 && !(q->used && q->seq == seq)) {
       /* done and gone here: FIN at once */
+      BRAID_INFO(NCCL_NET, "verbs rail %d: send %u completed before the peer's FENCED: FIN now", r, seq);
       ctl_queue(vc, &(struct braid_vctl){.type = BRAID_VCTL_FIN, .fin.seq = seq});
     }
   }
@@ -411,7 +449,10 @@ static void on_ctl(struct braid_vc *vc, const uint8_t *d, uint32_t len) {
     vc->area_valid = vc->area.nrails == vc->nrails;
   } else if (vc->sender && type == BRAID_VCTL_FENCED) {
     struct braid_vctl_fenced f = c.fenced;
-    if (ctl_fence_rail(vc, f.rail, "FENCED", "the peer fenced it")) vc->fenced[f.rail] = f;
+    bool pending = f.rail < (unsigned)vc->nrails && vc->fence_wait[f.rail];
+    if (!ctl_fence_rail(vc, f.rail, "FENCED", "the peer fenced it")) return;
+    if (pending) fenced_merge(&vc->fenced[f.rail], &f);
+    else vc->fenced[f.rail] = f;
   } else if (!vc->sender && type == BRAID_VCTL_FENCE) {
     ctl_fence_rail(vc, c.fence.rail, "FENCE", "the peer failed it");
   } else if (!vc->sender && type == BRAID_VCTL_MISMATCH) {
@@ -422,6 +463,7 @@ static void on_ctl(struct braid_vc *vc, const uint8_t *d, uint32_t len) {
   } else if (!vc->sender && type == BRAID_VCTL_FIN) {
     struct braid_vctl_fin m = c.fin;
     struct rreq *q = &vc->r[m.seq % BRAID_VC_SLOTS];
+    BRAID_INFO(NCCL_NET, "verbs: FIN for receive %u%s", m.seq, q->used && q->seq == m.seq ? "" : " (no longer open)");
     if (q->used && q->seq == m.seq) q->fin = true;
   } else {
     vc_fail(vc, "unexpected control message of type %u (%u bytes) from the peer", type, len);
@@ -434,6 +476,7 @@ static void on_event(struct braid_vc *vc, int r, const struct braid_verbs_ev *ev
   case BRAID_VERBS_EV_WRITE_DONE:
     if (ev->cookie & COOKIE_CTL) {
       struct ctlmsg *c = &vc->ctl[ev->cookie & (CTLQ - 1)];
+      if (!c->used || !c->posted || c->rail != r) break; /* posted again elsewhere since (see ctl_repost) */
       struct braid_vctl m; /* a FIN of ours is delivered: the send it finishes may complete */
       if (vc->sender && !braid_vctl_decode(c->data, c->len, &m, NULL, 0) && m.type == BRAID_VCTL_FIN) {
         struct sreq *q = s_find(vc, m.fin.seq);
@@ -500,6 +543,7 @@ int braid_vc_progress(struct braid_vc *vc) {
       if (now - vc->fence_since[r] < DRAIN_WAIT_NS) continue;
       BRAID_WARN("verbs rail %d (%s): its completions did not drain within 1 s of the fence; going "
                  "on without them", r, braid_verbs_ep_name(vc->ep[r]));
+      ctl_repost(vc, r);
     }
     vc->fence_wait[r] = false;
     if (vc->sender) s_apply_fenced(vc, r, &vc->fenced[r]);
@@ -514,6 +558,7 @@ int braid_vc_progress(struct braid_vc *vc) {
       if (q && q->needs_fin && !q->fin_queued && q->acked == q->nch) {
         /* re-posted by the queue if lost */
         struct braid_vctl m = {.type = BRAID_VCTL_FIN, .fin.seq = q->seq};
+        BRAID_INFO(NCCL_NET, "verbs: send %u acknowledged: FIN", q->seq);
         q->fin_queued = ctl_queue(vc, &m) == 0;
       }
     }
