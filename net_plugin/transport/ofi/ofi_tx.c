@@ -50,17 +50,19 @@ int braid_ofi_tx_write(struct braid_comm *c, struct braid_stream *s) {
 
 /* Whether the peer is still there, looked at after s's completions were collected.  A receiver
  * closes its end once its receives completed, possibly before this end has seen its last sends'
- * completions: one that closed is waited for until nothing has come for BRAID_OFI_CLOSE_DRAIN_NS,
- * and s is broken then only if something was still to go (with acks at once: the rail fails, its
- * unacknowledged chunks go to the others). */
+ * completions or (with acks) their acknowledgements, which come on the provider's connection, not
+ * on the socket that shows the closing: one that closed is waited for until nothing has come for
+ * BRAID_OFI_CLOSE_DRAIN_NS, and s is broken then only if something was still to go or to be
+ * acknowledged (with acks the rail fails then, its unacknowledged chunks go to the others). */
 static int tx_watch(struct braid_comm *c, struct braid_stream *s, uint64_t now, char *why,
                     size_t whylen) {
   struct braid_ofi_stream *st = s->tp;
   int lk = braid_ofi_link_watch(c, s, now, why, whylen);
   if (lk == 1) return 1;
-  if (lk != BRAID_LINK_CLOSED || c->acks) return -1;
-  if (!braid_ofi_link_drained(st, now)) return 1;
-  if (!s->tx_count && !c->tx.pend_count && !braid_ofi_outstanding(st->ep)) return 1;
+  if (lk != BRAID_LINK_CLOSED) return -1;
+  bool idle = !s->tx_count && !c->tx.pend_count && !braid_ofi_outstanding(st->ep) &&
+              !(c->acks && s->unacked.count);
+  if (idle || !braid_ofi_link_drained(st, now)) return 1;
   snprintf(why, whylen, "%s with sends still to complete", st->closed_why);
   return -1;
 }
