@@ -28,8 +28,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#define BRAID_WIRE_VERSION 3 /* 2: challenge-response stream handshake; 3: ofi_rxm receivers grant
-                                 credits (wire/frame.h BRAID_FRAME_CREDIT), senders wait for them */
+#define BRAID_WIRE_VERSION 4 /* 2: challenge-response stream handshake; 3: ofi_rxm receivers grant
+                                 credits (wire/frame.h BRAID_FRAME_CREDIT), senders wait for them;
+                                 4: verbs rails rejoin (wire/verbs.h REJOIN, FENCE's generation) */
 
 #define BRAID_HANDLE_BYTES 128
 #define BRAID_HANDLE_USED_BYTES 58 /* bytes 0..57 above */

@@ -25,6 +25,21 @@ static void addr_put(uint8_t *p, const struct braid_verbs_ep_addr *a) {
   memcpy(p + A_GID, a->gid, 16);
 }
 
+/* One address record; what names it in a reason ("rail 2", "REJOIN"). */
+static int addr_get(const uint8_t *p, struct braid_verbs_ep_addr *a, const char *what, char *err, size_t errlen) {
+  a->qpn = braid_le_get32(p + A_QPN);
+  a->psn = braid_le_get32(p + A_PSN);
+  a->lid = braid_le_get16(p + A_LID);
+  a->link = p[A_LINK];
+  a->mtu = p[A_MTU];
+  memcpy(a->gid, p + A_GID, 16);
+  if (a->link != BRAID_VADDR_LINK_IB && a->link != BRAID_VADDR_LINK_ETH)
+    FAIL("%s: unknown link layer %u", what, a->link);
+  if (a->mtu < BRAID_VADDR_MTU_MIN || a->mtu > BRAID_VADDR_MTU_MAX) FAIL("%s: unknown MTU code %u", what, a->mtu);
+  if (a->qpn >> 24 || a->psn >> 24) FAIL("%s: queue pair 0x%x, PSN 0x%x (24 bits each)", what, a->qpn, a->psn);
+  return 0;
+}
+
 size_t braid_vlink_encode(const struct braid_verbs_ep_addr *a, int n, uint8_t *out) {
   braid_le_put32(out, VLINK_MAGIC);
   braid_le_put32(out + 4, (uint32_t)n);
@@ -49,20 +64,9 @@ int braid_vlink_decode(const uint8_t *in, size_t len, struct braid_verbs_ep_addr
   if (len != BRAID_VLINK_BYTES((size_t)n))
     FAIL("verbs link message of %zu bytes for %d rails (%d bytes)", len, n, BRAID_VLINK_BYTES(n));
   for (int r = 0; r < n; r++) {
-    const uint8_t *p = in + BRAID_VLINK_BYTES((size_t)r);
-    struct braid_verbs_ep_addr *a = &out[r];
-    a->qpn = braid_le_get32(p + A_QPN);
-    a->psn = braid_le_get32(p + A_PSN);
-    a->lid = braid_le_get16(p + A_LID);
-    a->link = p[A_LINK];
-    a->mtu = p[A_MTU];
-    memcpy(a->gid, p + A_GID, 16);
-    if (a->link != BRAID_VADDR_LINK_IB && a->link != BRAID_VADDR_LINK_ETH)
-      FAIL("rail %d: unknown link layer %u", r, a->link);
-    if (a->mtu < BRAID_VADDR_MTU_MIN || a->mtu > BRAID_VADDR_MTU_MAX)
-      FAIL("rail %d: unknown MTU code %u", r, a->mtu);
-    if (a->qpn >> 24 || a->psn >> 24)
-      FAIL("rail %d: queue pair 0x%x, PSN 0x%x (24 bits each)", r, a->qpn, a->psn);
+    char what[24];
+    snprintf(what, sizeof what, "rail %d", r);
+    if (addr_get(in + BRAID_VLINK_BYTES((size_t)r), &out[r], what, err, errlen)) return -1;
   }
   return n;
 }
@@ -79,6 +83,9 @@ static const struct {
     [BRAID_VCTL_FIN] = {"FIN", BRAID_VCTL_FIN_BYTES},
     [BRAID_VCTL_AREA] = {"AREA", BRAID_VCTL_AREA_BYTES},
     [BRAID_VCTL_MISMATCH] = {"MISMATCH", BRAID_VCTL_MISMATCH_BYTES},
+    [BRAID_VCTL_REJOIN] = {"REJOIN", BRAID_VCTL_REJOIN_BYTES},
+    [BRAID_VCTL_REJOIN_ACK] = {"REJOIN_ACK", BRAID_VCTL_REJOIN_ACK_BYTES},
+    [BRAID_VCTL_JOINED] = {"JOINED", BRAID_VCTL_JOINED_BYTES},
 };
 #define VCTL_TYPES (int)(sizeof vctl / sizeof vctl[0])
 
@@ -87,6 +94,8 @@ _Static_assert(8 + 4 * BRAID_VWIRE_SLOTS == BRAID_VCTL_FENCED_BYTES, "FENCED lay
 _Static_assert(4 + 4 == BRAID_VCTL_FIN_BYTES, "FIN layout");
 _Static_assert(24 + 4 * BRAID_VWIRE_RAILS == BRAID_VCTL_AREA_BYTES, "AREA layout");
 _Static_assert(16 + 8 == BRAID_VCTL_MISMATCH_BYTES, "MISMATCH layout");
+_Static_assert(4 + BRAID_VADDR_BYTES == BRAID_VCTL_REJOIN_BYTES, "REJOIN layout");
+_Static_assert(8 + BRAID_VADDR_BYTES + 4 == BRAID_VCTL_REJOIN_ACK_BYTES, "REJOIN_ACK layout");
 _Static_assert(BRAID_VCTL_CTS_BYTES <= BRAID_VCTL_MAX_BYTES && BRAID_VCTL_AREA_BYTES <= BRAID_VCTL_MAX_BYTES &&
                    BRAID_VCTL_FENCED_BYTES <= BRAID_VCTL_MAX_BYTES &&
                    BRAID_VCTL_MISMATCH_BYTES <= BRAID_VCTL_MAX_BYTES,
@@ -111,7 +120,10 @@ size_t braid_vctl_encode(const struct braid_vctl *m, uint8_t out[BRAID_VCTL_MAX_
     braid_le_put64(out + 16, m->cts.cap);
     for (int r = 0; r < BRAID_VWIRE_RAILS; r++) braid_le_put32(out + 24 + 4 * r, m->cts.rkey[r]);
     break;
-  case BRAID_VCTL_FENCE: out[1] = m->fence.rail; break;
+  case BRAID_VCTL_FENCE:
+    out[1] = m->fence.rail;
+    out[2] = m->fence.gen;
+    break;
   case BRAID_VCTL_FENCED:
     out[1] = m->fenced.rail;
     braid_le_put16(out + 2, m->fenced.open);
@@ -130,6 +142,18 @@ size_t braid_vctl_encode(const struct braid_vctl *m, uint8_t out[BRAID_VCTL_MAX_
     braid_le_put32(out + 4, m->mismatch.seq);
     braid_le_put64(out + 8, m->mismatch.size);
     braid_le_put64(out + 16, m->mismatch.cap);
+    break;
+  case BRAID_VCTL_REJOIN:
+  case BRAID_VCTL_REJOIN_ACK:
+  case BRAID_VCTL_JOINED:
+    out[1] = m->rejoin.rail;
+    out[2] = m->rejoin.gen;
+    if (m->type == BRAID_VCTL_REJOIN) addr_put(out + 4, &m->rejoin.addr);
+    if (m->type == BRAID_VCTL_REJOIN_ACK) {
+      out[3] = m->rejoin.status;
+      braid_le_put32(out + 4, m->rejoin.fenced);
+      if (m->rejoin.status == BRAID_VREJOIN_JOINED) addr_put(out + 8, &m->rejoin.addr);
+    }
     break;
   }
   return len;
@@ -168,7 +192,9 @@ int braid_vctl_decode(const uint8_t *in, size_t len, struct braid_vctl *m, char 
   }
   case BRAID_VCTL_FENCE:
     m->fence.rail = in[1];
+    m->fence.gen = in[2];
     if (m->fence.rail >= BRAID_VWIRE_RAILS) FAIL("FENCE of rail %u", m->fence.rail);
+    if (in[3]) FAIL("FENCE with reserved byte 0x%02x", in[3]);
     return 0;
   case BRAID_VCTL_FENCED: {
     struct braid_vctl_fenced *f = &m->fenced;
@@ -195,6 +221,29 @@ int braid_vctl_decode(const uint8_t *in, size_t len, struct braid_vctl *m, char 
     a->len = braid_le_get64(in + 16);
     if (!braid_le_zero(in + 2, 6)) FAIL("AREA with reserved bytes set");
     return rkeys_get(in + 24, a->nrails, a->rkey, "AREA", err, errlen);
+  }
+  case BRAID_VCTL_REJOIN:
+  case BRAID_VCTL_REJOIN_ACK:
+  case BRAID_VCTL_JOINED: {
+    struct braid_vctl_rejoin *j = &m->rejoin;
+    const char *name = vctl[t].name;
+    j->rail = in[1];
+    j->gen = in[2];
+    if (j->rail >= BRAID_VWIRE_RAILS) FAIL("%s of rail %u", name, j->rail);
+    if (t == BRAID_VCTL_REJOIN_ACK) {
+      j->status = in[3];
+      j->fenced = braid_le_get32(in + 4);
+      if (j->status > BRAID_VREJOIN_NOT_NOW) FAIL("REJOIN_ACK with status %u", j->status);
+      if (!braid_le_zero(in + 36, 4)) FAIL("REJOIN_ACK with reserved bytes set");
+      if (j->status == BRAID_VREJOIN_NOT_NOW) {
+        if (!braid_le_zero(in + 8, BRAID_VADDR_BYTES)) FAIL("REJOIN_ACK (not now) with an address");
+        return 0;
+      }
+    } else if (in[3]) {
+      FAIL("%s with reserved byte 0x%02x", name, in[3]);
+    }
+    if (t == BRAID_VCTL_JOINED) return 0;
+    return addr_get(in + (t == BRAID_VCTL_REJOIN ? 4 : 8), &j->addr, name, err, errlen);
   }
   default: /* BRAID_VCTL_MISMATCH */
     m->mismatch.seq = braid_le_get32(in + 4);

@@ -30,8 +30,8 @@
  *    CTS, receiver -> sender: a receive is posted (56 bytes)
  *      0 type u8 = 1 | 1 slot u8 (= seq % 8) | 2 nrails u8 (1..8) | 3 zero u8 | 4 seq u32 |
  *      8 addr u64 | 16 cap u64 | 24 rkey u32 x 8 (one per rail; from nrails on zero)
- *    FENCE, sender -> receiver: the sender failed this rail (2 bytes)
- *      0 type u8 = 2 | 1 rail u8 (< 8)
+ *    FENCE, sender -> receiver: the sender failed this rail in generation gen (4 bytes)
+ *      0 type u8 = 2 | 1 rail u8 (< 8) | 2 gen u8 | 3 zero u8
  *    FENCED, receiver -> sender: the rail is fenced and drained here (40 bytes)
  *      0 type u8 = 3 | 1 rail u8 (< 8) | 2 open u16 | 4 fin u16 | 6 posted u16 (a bit per slot:
  *      still open; completes on FIN only; ever posted; bits 8..15 zero) | 8 seq u32 x 8 (per slot)
@@ -42,6 +42,17 @@
  *      24 rkey u32 x 8 (from nrails on zero)
  *    MISMATCH, sender -> receiver: send seq of size bytes does not fit its receive (24 bytes)
  *      0 type u8 = 6 | 1 zero 3 | 4 seq u32 | 8 size u64 | 16 cap u64
+ *    REJOIN, sender -> receiver: a failed rail's port is up again; its new queue pair, for
+ *      generation gen (the rail's generation counts its rejoins, mod 256) (32 bytes)
+ *      0 type u8 = 7 | 1 rail u8 (< 8) | 2 gen u8 | 3 zero u8 | 4 address record (as in 1.)
+ *    REJOIN_ACK, receiver -> sender: the answer (40 bytes)
+ *      0 type u8 = 8 | 1 rail u8 (< 8) | 2 gen u8 | 3 status u8 (0 joined: this side's new queue
+ *      pair, connected to the sender's, follows; 1 not now: this side's port is down or its fence
+ *      not yet answered; the record zero) | 4 fenced u32 (FENCEDs this side has sent for the rail
+ *      since the connection began) | 8 address record | 36 zero u32
+ *    JOINED, sender -> receiver, the first message on the rail's new queue pair: both ends are
+ *      connected; the receiver may post on it (4 bytes)
+ *      0 type u8 = 9 | 1 rail u8 (< 8) | 2 gen u8 | 3 zero u8
  *
  * 3. Immediate data of every RDMA WRITE_WITH_IMM (a 32-bit value; verbs_ep.c hands it to the
  *    device in network order, as the verbs API wants):
@@ -101,14 +112,20 @@ enum braid_vctl_type {
   BRAID_VCTL_FIN = 4,
   BRAID_VCTL_AREA = 5,
   BRAID_VCTL_MISMATCH = 6,
+  BRAID_VCTL_REJOIN = 7,
+  BRAID_VCTL_REJOIN_ACK = 8,
+  BRAID_VCTL_JOINED = 9,
 };
 
 #define BRAID_VCTL_CTS_BYTES 56
-#define BRAID_VCTL_FENCE_BYTES 2
+#define BRAID_VCTL_FENCE_BYTES 4
 #define BRAID_VCTL_FENCED_BYTES 40
 #define BRAID_VCTL_FIN_BYTES 8
 #define BRAID_VCTL_AREA_BYTES 56
 #define BRAID_VCTL_MISMATCH_BYTES 24
+#define BRAID_VCTL_REJOIN_BYTES 32
+#define BRAID_VCTL_REJOIN_ACK_BYTES 40
+#define BRAID_VCTL_JOINED_BYTES 4
 #define BRAID_VCTL_MAX_BYTES 56
 
 struct braid_vctl_cts {
@@ -118,7 +135,7 @@ struct braid_vctl_cts {
   uint32_t rkey[BRAID_VWIRE_RAILS];
 };
 struct braid_vctl_fence {
-  uint8_t rail;
+  uint8_t rail, gen;
 };
 struct braid_vctl_fenced {
   uint8_t rail;
@@ -138,6 +155,14 @@ struct braid_vctl_area {
   uint32_t rkey[BRAID_VWIRE_RAILS];
 };
 
+/* REJOIN (status unused), REJOIN_ACK, JOINED (rail and gen only). */
+enum { BRAID_VREJOIN_JOINED = 0, BRAID_VREJOIN_NOT_NOW = 1 };
+struct braid_vctl_rejoin {
+  uint8_t rail, gen, status;
+  uint32_t fenced;
+  struct braid_verbs_ep_addr addr;
+};
+
 /* One control message: type says which member holds it. */
 struct braid_vctl {
   uint8_t type; /* enum braid_vctl_type */
@@ -148,6 +173,7 @@ struct braid_vctl {
     struct braid_vctl_fin fin;
     struct braid_vctl_area area;
     struct braid_vctl_mismatch mismatch;
+    struct braid_vctl_rejoin rejoin; /* REJOIN, REJOIN_ACK, JOINED */
   };
 };
 

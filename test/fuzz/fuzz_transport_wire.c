@@ -23,8 +23,9 @@ static void vctl(const uint8_t *d, size_t n) {
   struct braid_vctl m;
   if (braid_vctl_decode(d, n, &m, err, sizeof err)) return rejected();
   static const size_t bytes[] = {0, BRAID_VCTL_CTS_BYTES, BRAID_VCTL_FENCE_BYTES, BRAID_VCTL_FENCED_BYTES,
-                                 BRAID_VCTL_FIN_BYTES, BRAID_VCTL_AREA_BYTES, BRAID_VCTL_MISMATCH_BYTES};
-  CHECK(m.type >= BRAID_VCTL_CTS && m.type <= BRAID_VCTL_MISMATCH && n == bytes[m.type]);
+                                 BRAID_VCTL_FIN_BYTES, BRAID_VCTL_AREA_BYTES, BRAID_VCTL_MISMATCH_BYTES,
+                                 BRAID_VCTL_REJOIN_BYTES, BRAID_VCTL_REJOIN_ACK_BYTES, BRAID_VCTL_JOINED_BYTES};
+  CHECK(m.type >= BRAID_VCTL_CTS && m.type <= BRAID_VCTL_JOINED && n == bytes[m.type]);
   switch (m.type) {
   case BRAID_VCTL_CTS:
     CHECK(m.cts.nrails >= 1 && m.cts.nrails <= BRAID_VWIRE_RAILS);
@@ -39,6 +40,14 @@ static void vctl(const uint8_t *d, size_t n) {
   case BRAID_VCTL_AREA:
     CHECK(m.area.nrails >= 1 && m.area.nrails <= BRAID_VWIRE_RAILS);
     for (int r = m.area.nrails; r < BRAID_VWIRE_RAILS; r++) CHECK(m.area.rkey[r] == 0);
+    break;
+  case BRAID_VCTL_REJOIN:
+  case BRAID_VCTL_REJOIN_ACK:
+  case BRAID_VCTL_JOINED:
+    CHECK(m.rejoin.rail < BRAID_VWIRE_RAILS && m.rejoin.status <= BRAID_VREJOIN_NOT_NOW);
+    if (m.type != BRAID_VCTL_JOINED && m.rejoin.status == BRAID_VREJOIN_JOINED)
+      CHECK((m.rejoin.addr.link == BRAID_VADDR_LINK_IB || m.rejoin.addr.link == BRAID_VADDR_LINK_ETH) &&
+            !(m.rejoin.addr.qpn >> 24) && !(m.rejoin.addr.psn >> 24));
     break;
   }
   uint8_t enc[BRAID_VCTL_MAX_BYTES];

@@ -35,13 +35,17 @@
 
 /* The connection's control messages (wire/verbs.h). */
 enum { CTL_CTS = BRAID_VCTL_CTS, CTL_FENCE = BRAID_VCTL_FENCE, CTL_FENCED = BRAID_VCTL_FENCED,
-       CTL_FIN = BRAID_VCTL_FIN, CTL_AREA = BRAID_VCTL_AREA, CTL_MISMATCH = BRAID_VCTL_MISMATCH };
+       CTL_FIN = BRAID_VCTL_FIN, CTL_AREA = BRAID_VCTL_AREA, CTL_MISMATCH = BRAID_VCTL_MISMATCH,
+       CTL_REJOIN = BRAID_VCTL_REJOIN, CTL_REJOIN_ACK = BRAID_VCTL_REJOIN_ACK, CTL_JOINED = BRAID_VCTL_JOINED };
 #define SZ_CTS BRAID_VCTL_CTS_BYTES
 #define SZ_FENCE BRAID_VCTL_FENCE_BYTES
 #define SZ_FENCED BRAID_VCTL_FENCED_BYTES
 #define SZ_FIN BRAID_VCTL_FIN_BYTES
 #define SZ_AREA BRAID_VCTL_AREA_BYTES
 #define SZ_MISMATCH BRAID_VCTL_MISMATCH_BYTES
+#define SZ_REJOIN BRAID_VCTL_REJOIN_BYTES
+#define SZ_REJOIN_ACK BRAID_VCTL_REJOIN_ACK_BYTES
+#define SZ_JOINED BRAID_VCTL_JOINED_BYTES
 
 /* ---------- the fake endpoint ---------- */
 
@@ -140,6 +144,15 @@ int braid_verbs_ep_fence(struct braid_verbs_ep *ep) {
   return 0;
 }
 bool braid_verbs_ep_drained(const struct braid_verbs_ep *ep) { (void)ep; return true; }
+bool braid_verbs_ep_port_ready(struct braid_verbs_ep *ep, char *why, size_t whylen) {
+  (void)ep, (void)why, (void)whylen;
+  return true;
+}
+int braid_verbs_ep_renew(struct braid_verbs_ep *ep) {
+  ep->fenced = false;
+  ep->nposted = 0;
+  return 0;
+}
 const char *braid_verbs_ep_name(const struct braid_verbs_ep *ep) { (void)ep; return "fake:1"; }
 int braid_verbs_ep_recv_posted(const struct braid_verbs_ep *ep) { (void)ep; return 64; }
 
@@ -193,9 +206,10 @@ static void must_fail(const char *what) {
 /* Whether this side accepts a control message of this type and length at all. */
 static bool ctl_shape_ok(uint8_t type, uint32_t len) {
   if (sender) return (type == CTL_CTS && len == SZ_CTS) || (type == CTL_AREA && len == SZ_AREA) ||
-                     (type == CTL_FENCED && len == SZ_FENCED);
+                     (type == CTL_FENCED && len == SZ_FENCED) || (type == CTL_REJOIN_ACK && len == SZ_REJOIN_ACK);
   return (type == CTL_FENCE && len == SZ_FENCE) || (type == CTL_MISMATCH && len == SZ_MISMATCH) ||
-         (type == CTL_FIN && len == SZ_FIN);
+         (type == CTL_FIN && len == SZ_FIN) || (type == CTL_REJOIN && len == SZ_REJOIN) ||
+         (type == CTL_JOINED && len == SZ_JOINED);
 }
 
 /* Delivers a control message; returns whether wire/verbs.h's decoder accepts it (then it
@@ -228,7 +242,7 @@ static void structured_ctl(int r, uint8_t kind) {
   memset(&c, 0, sizeof c);
   bool bad = false;
   const char *what = "?";
-  switch (kind % 6) {
+  switch (kind % 9) {
     case 0: { /* CTS */
       uint8_t f = rd8();
       uint32_t seq = near_seq(rd8());
@@ -245,6 +259,7 @@ static void structured_ctl(int r, uint8_t kind) {
     case 1: /* FENCE */
       c.type = CTL_FENCE;
       c.fence.rail = rd8() % 10;
+      c.fence.gen = rd8() % 3; /* the rail's generation, or one from before / after a rejoin */
       bad = !sender && c.fence.rail >= nrails;
       what = "a FENCE of a rail that does not exist";
       break;
@@ -271,6 +286,20 @@ static void structured_ctl(int r, uint8_t kind) {
       c.area.len = rd32() % 300000;
       bad = sender && (c.area.nrails < 1 || c.area.nrails > BRAID_VC_MAX_RAILS);
       what = "an AREA for 0 or more than 8 rails";
+      break;
+    case 6: /* REJOIN_ACK */
+    case 7: /* REJOIN */
+    case 8: /* JOINED */
+      c.type = kind % 9 == 6 ? CTL_REJOIN_ACK : kind % 9 == 7 ? CTL_REJOIN : CTL_JOINED;
+      c.rejoin.rail = rd8() % 10;
+      c.rejoin.gen = rd8() % 3;
+      c.rejoin.status = c.type == CTL_REJOIN_ACK ? rd8() % 2 : 0;
+      c.rejoin.fenced = rd8() % 4;
+      if (c.type != CTL_JOINED && c.rejoin.status == BRAID_VREJOIN_JOINED)
+        c.rejoin.addr = (struct braid_verbs_ep_addr){.qpn = rd8(), .psn = 1, .link = BRAID_VADDR_LINK_ETH,
+                                                     .mtu = BRAID_VADDR_MTU_MIN};
+      bad = (sender == (c.type == CTL_REJOIN_ACK)) && c.rejoin.rail >= nrails;
+      what = "a rejoin message for a rail that does not exist";
       break;
     default: /* MISMATCH */
       c.type = CTL_MISMATCH;

@@ -75,7 +75,7 @@ TEST(WireLayout, Handle) {
   uint8_t buf[BRAID_HANDLE_BYTES];
   memset(buf, 0xa5, sizeof buf);
   braid_handle_encode(&h, buf);
-  std::string want = "42524431 03 04 1234 0a010203" + Zeros(12) + Seq(0, 16) +
+  std::string want = "42524431 04 04 1234 0a010203" + Zeros(12) + Seq(0, 16) +
                      "0807060504030201 1817161514131211 03 01" + Zeros(128 - 58);
   ExpectBytes(Bytes(want.c_str()), buf, sizeof buf);
 
@@ -87,7 +87,7 @@ TEST(WireLayout, Handle) {
   h.transport = BRAID_HANDLE_VERBS;
   h.auth_caps = BRAID_CAPS_MAC | BRAID_CAPS_REQUIRED;
   braid_handle_encode(&h, buf);
-  want = "42524431 03 06 fffe" + Seq(0x20, 16) + Seq(0, 16) + "0807060504030201 1817161514131211 04 03" +
+  want = "42524431 04 06 fffe" + Seq(0x20, 16) + Seq(0, 16) + "0807060504030201 1817161514131211 04 03" +
          Zeros(128 - 58);
   ExpectBytes(Bytes(want.c_str()), buf, sizeof buf);
 }
@@ -97,7 +97,7 @@ TEST(WireLayout, Challenge) {
   for (int i = 0; i < BRAID_NONCE_BYTES; i++) c.nonce[i] = (uint8_t)(0x80 + i);
   uint8_t buf[BRAID_CHALLENGE_BYTES];
   braid_challenge_encode(&c, buf);
-  ExpectBytes(Bytes(("42524443 0300 0000" + Seq(0x80, 16)).c_str()), buf, sizeof buf);
+  ExpectBytes(Bytes(("42524443 0400 0000" + Seq(0x80, 16)).c_str()), buf, sizeof buf);
 }
 
 TEST(WireLayout, Hello) {
@@ -115,7 +115,7 @@ TEST(WireLayout, Hello) {
   for (int i = 0; i < BRAID_PROOF_BYTES; i++) h.proof[i] = (uint8_t)(0xc0 + i);
   uint8_t buf[BRAID_HELLO_BYTES];
   braid_hello_encode(&h, buf);
-  std::string want = "42524448 0300 0300 0200 0400 0100 0500 8877665544332211 02 03" + Zeros(6) +
+  std::string want = "42524448 0400 0300 0200 0400 0100 0500 8877665544332211 02 03" + Zeros(6) +
                      Seq(0xa0, 16) + Seq(0xc0, 32);
   ExpectBytes(Bytes(want.c_str()), buf, sizeof buf);
 
@@ -124,7 +124,7 @@ TEST(WireLayout, Hello) {
   h.tc = 0x68;
   h.sl = 3;
   braid_hello_encode(&h, buf);
-  want = "42524448 0300 0300 0200 0400 0100 1c00 8877665544332211 02 03 68 03" + Zeros(4) +
+  want = "42524448 0400 0300 0200 0400 0100 1c00 8877665544332211 02 03 68 03" + Zeros(4) +
          Seq(0xa0, 16) + Seq(0xc0, 32);
   ExpectBytes(Bytes(want.c_str()), buf, sizeof buf);
 }
@@ -135,7 +135,7 @@ TEST(WireLayout, Reply) {
   for (int i = 0; i < BRAID_PROOF_BYTES; i++) r.proof[i] = (uint8_t)(0x40 + i);
   uint8_t buf[BRAID_REPLY_BYTES];
   braid_reply_encode(&r, buf);
-  ExpectBytes(Bytes(("42524441 0300 0200" + Seq(0x40, 32)).c_str()), buf, sizeof buf);
+  ExpectBytes(Bytes(("42524441 0400 0200" + Seq(0x40, 32)).c_str()), buf, sizeof buf);
 }
 
 TEST(WireLayout, RailList) {
@@ -152,7 +152,7 @@ TEST(WireLayout, RailList) {
   }
   uint8_t buf[BRAID_RAILLIST_BYTES(BRAID_RAILLIST_MAX)];
   size_t n = braid_raillist_encode(&l, buf);
-  std::string want = "42524452 03 04 02 01 1f90 0a000001" + Zeros(12) + "1f91 c0a80002" + Zeros(12);
+  std::string want = "42524452 04 04 02 01 1f90 0a000001" + Zeros(12) + "1f91 c0a80002" + Zeros(12);
   ExpectBytes(Bytes(want.c_str()), buf, n);
 
   l.nrails = 1;
@@ -163,7 +163,7 @@ TEST(WireLayout, RailList) {
   s6->sin6_port = htons(1);
   for (int i = 0; i < 16; i++) s6->sin6_addr.s6_addr[i] = (uint8_t)(0xf0 + i);
   n = braid_raillist_encode(&l, buf);
-  ExpectBytes(Bytes(("42524452 03 06 01 00 0001" + Seq(0xf0, 16)).c_str()), buf, n);
+  ExpectBytes(Bytes(("42524452 04 06 01 00 0001" + Seq(0xf0, 16)).c_str()), buf, n);
 }
 
 TEST(WireLayout, Frame) {
@@ -275,7 +275,8 @@ TEST(WireLayout, VerbsControlMessages) {
   memset(&m, 0, sizeof m);
   m.type = BRAID_VCTL_FENCE;
   m.fence.rail = 3;
-  EXPECT_EQ(Bytes("02 03"), Encode(m));
+  m.fence.gen = 7;
+  EXPECT_EQ(Bytes("02 03 07 00"), Encode(m));
 
   EXPECT_EQ(Bytes("03 01 0500 0100 ff00 00010000 01010000 02010000 03010000 04010000 05010000 "
                   "06010000 07010000"),
@@ -297,8 +298,31 @@ TEST(WireLayout, VerbsControlMessages) {
   m.mismatch.cap = 0x1000;
   EXPECT_EQ(Bytes("06 000000 09000000 0000200000000000 0010000000000000"), Encode(m));
 
+  // REJOIN, REJOIN_ACK (joined, not now), JOINED: the address record as the link message's.
+  const char *addr = "563412 00 010000 00 0000 02 03 00000000000000000000ffff0a580102";
   memset(&m, 0, sizeof m);
-  m.type = 7;
+  m.type = BRAID_VCTL_REJOIN;
+  m.rejoin.rail = 2;
+  m.rejoin.gen = 5;
+  m.rejoin.addr.qpn = 0x123456;
+  m.rejoin.addr.psn = 1;
+  m.rejoin.addr.link = BRAID_VADDR_LINK_ETH;
+  m.rejoin.addr.mtu = 3;
+  const uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0x58, 1, 2};
+  memcpy(m.rejoin.addr.gid, gid, 16);
+  EXPECT_EQ(Bytes((std::string("07 02 05 00 ") + addr).c_str()), Encode(m));
+  braid_vctl back = Decode(Encode(m));
+  EXPECT_EQ(0, memcmp(&m.rejoin.addr, &back.rejoin.addr, sizeof m.rejoin.addr));
+  m.type = BRAID_VCTL_REJOIN_ACK;
+  m.rejoin.fenced = 2;
+  EXPECT_EQ(Bytes((std::string("08 02 05 00 02000000 ") + addr + " 00000000").c_str()), Encode(m));
+  m.rejoin.status = BRAID_VREJOIN_NOT_NOW;
+  EXPECT_EQ(Bytes(("08 02 05 01 02000000" + Zeros(32)).c_str()), Encode(m));
+  m.type = BRAID_VCTL_JOINED;
+  EXPECT_EQ(Bytes("09 02 05 00"), Encode(m));
+
+  memset(&m, 0, sizeof m);
+  m.type = 10;
   EXPECT_TRUE(Encode(m).empty()) << "an unknown type encodes to nothing";
 }
 
@@ -349,7 +373,9 @@ TEST(WireVerbs, ControlMessagesRoundTrip) {
     memset(&f, 0, sizeof f);
     f.type = BRAID_VCTL_FENCE;
     f.fence.rail = rail;
+    f.fence.gen = (uint8_t)(255 - rail);
     EXPECT_EQ(rail, Decode(Encode(f)).fence.rail);
+    EXPECT_EQ(255 - rail, Decode(Encode(f)).fence.gen);
   }
   braid_vctl mm;
   memset(&mm, 0, sizeof mm);
@@ -366,15 +392,16 @@ TEST(WireVerbs, ControlMessagesRoundTrip) {
 TEST(WireVerbs, ControlMessagesRejected) {
   EXPECT_NE(std::string::npos, DecodeError({}).find("empty"));
   EXPECT_NE(std::string::npos, DecodeError({0}).find("unknown type 0"));
-  EXPECT_NE(std::string::npos, DecodeError({7, 0}).find("unknown type 7"));
+  EXPECT_NE(std::string::npos, DecodeError({10, 0}).find("unknown type 10"));
 
   // Each type has exactly one length.
   std::vector<uint8_t> b = Encode(Cts());
   b.push_back(0);
   EXPECT_NE(std::string::npos, DecodeError(b).find("CTS of 57 bytes"));
   b.resize(BRAID_VCTL_FENCE_BYTES);
-  EXPECT_NE(std::string::npos, DecodeError(b).find("CTS of 2 bytes"));
+  EXPECT_NE(std::string::npos, DecodeError(b).find("CTS of 4 bytes"));
   EXPECT_NE(std::string::npos, DecodeError({2, 0, 0}).find("FENCE of 3 bytes"));
+  EXPECT_NE(std::string::npos, DecodeError({9, 0}).find("JOINED of 2 bytes"));
   EXPECT_NE(std::string::npos, DecodeError({4, 0, 0, 0}).find("FIN of 4 bytes"));
 
   // CTS: a reserved byte, a rail count out of range, a key past the rail count, a slot that is
@@ -395,7 +422,29 @@ TEST(WireVerbs, ControlMessagesRejected) {
   EXPECT_NE(std::string::npos, DecodeError(b).find("slot 4"));
 
   // FENCE / FENCED: a rail index beyond the wire's; FENCED: a slot bit beyond 8.
-  EXPECT_NE(std::string::npos, DecodeError({2, 8}).find("FENCE of rail 8"));
+  EXPECT_NE(std::string::npos, DecodeError({2, 8, 0, 0}).find("FENCE of rail 8"));
+  EXPECT_NE(std::string::npos, DecodeError({2, 1, 0, 1}).find("reserved"));
+
+  // REJOIN, REJOIN_ACK, JOINED: a rail beyond the wire's, a bad address, a reserved byte, an
+  // unknown status, a "not now" that carries an address.
+  EXPECT_NE(std::string::npos, DecodeError({9, 8, 0, 0}).find("JOINED of rail 8"));
+  EXPECT_NE(std::string::npos, DecodeError({9, 0, 0, 1}).find("reserved"));
+  std::vector<uint8_t> rj(BRAID_VCTL_REJOIN_BYTES, 0);
+  rj[0] = BRAID_VCTL_REJOIN;
+  EXPECT_NE(std::string::npos, DecodeError(rj).find("REJOIN: unknown link layer 0"));
+  std::vector<uint8_t> ack(BRAID_VCTL_REJOIN_ACK_BYTES, 0);
+  ack[0] = BRAID_VCTL_REJOIN_ACK;
+  ack[3] = 2;
+  EXPECT_NE(std::string::npos, DecodeError(ack).find("status 2"));
+  ack[3] = BRAID_VREJOIN_NOT_NOW;
+  braid_vctl ok;
+  char why[160];
+  EXPECT_EQ(0, braid_vctl_decode(ack.data(), ack.size(), &ok, why, sizeof why)) << why;
+  ack[20] = 1;
+  EXPECT_NE(std::string::npos, DecodeError(ack).find("not now) with an address"));
+  ack[20] = 0;
+  ack[38] = 1;
+  EXPECT_NE(std::string::npos, DecodeError(ack).find("reserved"));
   b = Encode(Fenced());
   b[1] = 200;
   EXPECT_NE(std::string::npos, DecodeError(b).find("FENCED of rail 200"));
@@ -434,7 +483,8 @@ TEST(WireVerbs, ControlMessageNames) {
   EXPECT_STREQ("CTS", braid_vctl_name(BRAID_VCTL_CTS));
   EXPECT_STREQ("MISMATCH", braid_vctl_name(BRAID_VCTL_MISMATCH));
   EXPECT_STREQ("unknown", braid_vctl_name(0));
-  EXPECT_STREQ("unknown", braid_vctl_name(7));
+  EXPECT_STREQ("REJOIN_ACK", braid_vctl_name(BRAID_VCTL_REJOIN_ACK));
+  EXPECT_STREQ("unknown", braid_vctl_name(10));
 }
 
 // ---------------------------------------------------------------------------------------------

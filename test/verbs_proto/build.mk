@@ -3,7 +3,8 @@
 # the tests move (-DBRAID_CLOCK_FAKE), so a GoogleTest program of its own: the unit tests link the
 # real endpoints.
 VPROTO      = $(BUILD)/verbs-proto-tests
-VPROTO_SRCS = net_plugin/transport/verbs/verbs_conn.c net_plugin/stripe/sched.c net_plugin/wire/verbs.c
+VPROTO_SRCS = net_plugin/transport/verbs/verbs_conn.c net_plugin/transport/verbs/verbs_rejoin.c \
+              net_plugin/stripe/sched.c net_plugin/wire/verbs.c
 VPROTO_OBJS = $(patsubst %.c,$(BUILD)/verbs-proto/%.o,$(VPROTO_SRCS))
 
 $(BUILD)/verbs-proto/%.o: %.c | $(DEPS_STAMP)

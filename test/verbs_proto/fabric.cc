@@ -1,6 +1,8 @@
 // The scripted fabric (fabric.h): verbs_ep.h, verbs_flush.h, the log and the clock, faked.
 #include "fabric.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -15,7 +17,9 @@ namespace vfab {
 
 uint64_t now_ns = 1000000000ull;
 std::vector<std::string> warnings;
+int delivered[16];
 static int rails_each;
+static std::vector<std::pair<braid_verbs_ep *, Op>> held;
 
 std::vector<braid_verbs_ep *> &Endpoints() {
   static std::vector<braid_verbs_ep *> eps;
@@ -25,7 +29,19 @@ std::vector<braid_verbs_ep *> &Endpoints() {
 void Reset(int rails) {
   Endpoints().clear();
   warnings.clear();
+  held.clear();
+  memset(delivered, 0, sizeof delivered);
   rails_each = rails;
+}
+
+void Hold(braid_verbs_ep *ep, size_t i) {
+  held.emplace_back(ep, ep->out.at(i));
+  ep->out.erase(ep->out.begin() + (long)i);
+}
+
+void Release() {
+  for (auto &h : held) h.first->out.push_back(h.second);
+  held.clear();
 }
 
 braid_verbs_ep *Peer(braid_verbs_ep *ep) {
@@ -55,6 +71,8 @@ void Deliver(braid_verbs_ep *ep, size_t i) {
     Error(ep, op.cookie, "send: transport retry counter exceeded");
     return;
   }
+  if (!peer->connected) ADD_FAILURE() << ep->name << " sent to " << peer->name << ", a queue pair not connected";
+  if (!op.write && op.bytes.at(0) < 16) delivered[op.bytes[0]]++;
   braid_verbs_ev in = Event(op.write ? BRAID_VERBS_EV_WRITE_IMM : BRAID_VERBS_EV_CTRL, 0);
   in.len = (uint32_t)op.bytes.size();
   if (op.write) {
@@ -118,11 +136,39 @@ void braid_verbs_ep_close(struct braid_verbs_ep *ep) {
 
 void braid_verbs_ep_addr(const struct braid_verbs_ep *ep, struct braid_verbs_ep_addr *out) {
   memset(out, 0, sizeof *out);
-  out->qpn = (uint32_t)ep->index;
+  out->qpn = (uint32_t)(ep->index + 1000 * ep->renewals);
+  out->psn = 1;
+  out->link = BRAID_VADDR_LINK_ETH;
+  out->mtu = BRAID_VADDR_MTU_MIN;
 }
 
 int braid_verbs_ep_connect(struct braid_verbs_ep *ep, const struct braid_verbs_ep_addr *peer) {
-  (void)ep, (void)peer;
+  if (ep->connected || ep->fenced) {
+    ADD_FAILURE() << ep->name << ": connect on a queue pair " << (ep->fenced ? "fenced" : "already connected");
+    return -1;
+  }
+  if (peer->psn == vfab::kBadPsn) {
+    vfab::warnings.push_back(ep->name + ": connect refused the address");
+    ep->fenced = true;  // failed, as the real endpoint
+    return -1;
+  }
+  braid_verbs_ep *p = vfab::Peer(ep);
+  if (peer->qpn != (uint32_t)(p->index + 1000 * p->renewals))
+    ADD_FAILURE() << ep->name << " connected to QP " << peer->qpn << ", not its peer's current one";
+  ep->connected = true;
+  return 0;
+}
+
+bool braid_verbs_ep_port_ready(struct braid_verbs_ep *ep, char *why, size_t whylen) {
+  if (!ep->port_up) snprintf(why, whylen, "its port is down");
+  return ep->port_up;
+}
+
+int braid_verbs_ep_renew(struct braid_verbs_ep *ep) {
+  ep->out.clear();
+  ep->events.clear();  // the old completion queue is gone, with what it held
+  ep->fenced = ep->connected = false;
+  ep->renewals++;
   return 0;
 }
 
@@ -147,6 +193,10 @@ static int Post(braid_verbs_ep *ep, vfab::Op op) {
   if (ep->fenced) {  // a QP in ERR flushes what is posted to it
     if (!ep->never_drains) vfab::Error(ep, op.cookie, "send: Work Request Flushed Error");
     return 0;
+  }
+  if (!ep->connected) {
+    ADD_FAILURE() << ep->name << ": a post on a queue pair not connected";
+    return -1;
   }
   ep->out.push_back(std::move(op));
   return 0;
@@ -173,7 +223,7 @@ int braid_verbs_ep_poll(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, in
   return n;
 }
 
-bool braid_verbs_ep_failed(const struct braid_verbs_ep *ep) { return ep->fenced; }
+bool braid_verbs_ep_failed(const struct braid_verbs_ep *ep) { return ep->fenced || !ep->connected; }
 
 int braid_verbs_ep_port_events(struct braid_verbs_ep *ep, char *why, size_t whylen) {
   (void)ep, (void)why, (void)whylen;

@@ -35,6 +35,9 @@ struct braid_verbs_ep {
   std::string name;
   bool fenced = false;
   bool never_drains = false;  // fenced, it keeps what it held: no flush errors, never drained
+  bool connected = false;
+  bool port_up = true;  // braid_verbs_ep_port_ready's answer
+  int renewals = 0;     // its queue pair's incarnation: the address's QP number changes with it
   std::deque<braid_verbs_ev> events;
   std::deque<vfab::Op> out;  // posted, not yet delivered
 };
@@ -55,6 +58,13 @@ void FailPosted(braid_verbs_ep *ep, size_t i);
 void FailReceive(braid_verbs_ep *ep);
 // Control message i of ep's queue decoded: its type (wire/verbs.h), -1 for a write.
 int TypeOf(const braid_verbs_ep *ep, size_t i);
+// Control messages delivered so far, by type.
+extern int delivered[16];
+// ep->out[i] taken aside (not delivered) until Release, which queues it again behind the rest.
+void Hold(braid_verbs_ep *ep, size_t i);
+void Release();
+// The PSN a test writes into an address to make connect() refuse it.
+constexpr uint32_t kBadPsn = 0xbad;
 
 }  // namespace vfab
 

@@ -3,6 +3,7 @@
 // port taken down under a loaded host), made to happen every time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -179,6 +180,153 @@ TEST(VerbsFence, ControlMessagesOfARailThatNeverDrainsGoOutAgain) {
   bool warned = false;
   for (const auto &w : vfab::warnings) warned |= w.find("did not drain") != std::string::npos;
   EXPECT_TRUE(warned) << "the operator is told the rail never drained";
+}
+
+}  // namespace
+
+namespace {
+
+// One message of `bytes` from the pair's sender to its receiver, its own pattern, pumped until
+// both ends complete: true when it arrived intact.
+bool Transfer(Pair &p, size_t bytes, unsigned pattern) {
+  for (size_t i = 0; i < bytes; i++) p.src[i] = (uint8_t)(i * 13 + pattern);
+  std::fill(p.dst.begin(), p.dst.end(), 0);
+  int rq = -1, sq = -1;
+  if (braid_vc_irecv(p.r, p.dst.data(), p.dst.size(), p.rmem, &rq) != 0) return false;
+  if (braid_vc_isend(p.s, p.src.data(), bytes, p.smem, &sq) != 0) return false;
+  bool sdone = false, rdone = false;
+  p.Pump(sq, rq, &sdone, &rdone);
+  return sdone && rdone && std::equal(p.src.begin(), p.src.begin() + (long)bytes, p.dst.begin());
+}
+
+// Messages until the clock moved `ns`, each checked.
+void TransferFor(Pair &p, uint64_t ns, unsigned *pattern) {
+  for (uint64_t end = vfab::now_ns + ns; vfab::now_ns < end;)
+    ASSERT_TRUE(Transfer(p, p.src.size(), (*pattern)++)) << "message " << *pattern << " lost or wrong";
+}
+
+// A rail fails with its port down on both ends: no REJOIN is tried while the port stays down;
+// once it is up, the rail rejoins on both ends and carries data again.  Every message checked.
+TEST(VerbsRejoin, ARailWhosePortComesBackRejoinsAndCarriesDataAgain) {
+  Pair p(2, 16 * kChunk);
+  unsigned pattern = 1;
+  TransferFor(p, 50000000, &pattern);
+  p.S(1)->port_up = p.R(1)->port_up = false;
+  vfab::FailReceive(p.R(1));
+  TransferFor(p, 3000000000ull, &pattern);  // 3 s with the port down
+  EXPECT_TRUE(braid_vc_rail_down(p.s, 1));
+  EXPECT_TRUE(braid_vc_rail_down(p.r, 1));
+  EXPECT_EQ(vfab::delivered[BRAID_VCTL_REJOIN], 0) << "asked while its own port was down";
+  p.S(1)->port_up = p.R(1)->port_up = true;
+  TransferFor(p, 6000000000ull, &pattern);  // the back-off reached 3.2 s at most
+  EXPECT_FALSE(braid_vc_rail_down(p.s, 1)) << "the sender did not take the rail back";
+  EXPECT_FALSE(braid_vc_rail_down(p.r, 1)) << "the receiver did not take the rail back";
+  EXPECT_EQ(vfab::delivered[BRAID_VCTL_JOINED], 1);
+  uint64_t before = braid_vc_rail_bytes(p.s, 1);
+  TransferFor(p, 2000000000ull, &pattern);
+  EXPECT_GT(braid_vc_rail_bytes(p.s, 1), before) << "the rejoined rail carried no data";
+}
+
+// The sender's FENCE crosses the rejoin: it was sent when the sender heard of the failure and
+// arrives after the receiver took the rail back.  It names the old generation and is ignored;
+// without generations it would fail the new queue pair.
+TEST(VerbsRejoin, AFenceFromBeforeTheRejoinDoesNotFailTheNewQueuePair) {
+  Pair p(3, 16 * kChunk);
+  unsigned pattern = 1;
+  TransferFor(p, 50000000, &pattern);
+  vfab::FailReceive(p.R(1));
+  ASSERT_EQ(braid_vc_progress(p.r), 0);
+  auto fenced = Find(Side(p, false), BRAID_VCTL_FENCED);
+  ASSERT_NE(fenced.first, nullptr);
+  vfab::Deliver(fenced.first, fenced.second);
+  ASSERT_EQ(braid_vc_progress(p.s), 0);  // the sender fails the rail too: FENCE
+  auto fence = Find(Side(p, true), BRAID_VCTL_FENCE);
+  ASSERT_NE(fence.first, nullptr);
+  vfab::Hold(fence.first, fence.second);
+  TransferFor(p, 2000000000ull, &pattern);
+  ASSERT_FALSE(braid_vc_rail_down(p.r, 1)) << "the rail did not rejoin";
+  int fenced_before = vfab::delivered[BRAID_VCTL_FENCED];
+  vfab::Release();  // the old FENCE arrives now
+  TransferFor(p, 500000000, &pattern);
+  EXPECT_EQ(vfab::delivered[BRAID_VCTL_FENCED], fenced_before) << "a stale FENCE failed the rejoined rail";
+  EXPECT_EQ(vfab::delivered[BRAID_VCTL_JOINED], 1) << "the rail had to rejoin again";
+  EXPECT_FALSE(braid_vc_rail_down(p.r, 1));
+  EXPECT_FALSE(braid_vc_rail_down(p.s, 1));
+}
+
+// The receiver answers FENCED twice (its own failure, then the sender's FENCE); the second is
+// slow and the rejoin's answer overtakes it.  The answer counts the FENCEDs sent, so the sender
+// takes the rail up only after applying both; joining at once, the late FENCED would fail the
+// new queue pair.
+TEST(VerbsRejoin, AnAnswerThatOvertakesAFencedWaitsForIt) {
+  Pair p(3, 16 * kChunk);
+  unsigned pattern = 1;
+  TransferFor(p, 50000000, &pattern);
+  vfab::FailReceive(p.R(1));
+  ASSERT_EQ(braid_vc_progress(p.r), 0);
+  auto first = Find(Side(p, false), BRAID_VCTL_FENCED);
+  ASSERT_NE(first.first, nullptr);
+  vfab::Deliver(first.first, first.second);
+  ASSERT_EQ(braid_vc_progress(p.s), 0);  // FENCE
+  auto fence = Find(Side(p, true), BRAID_VCTL_FENCE);
+  ASSERT_NE(fence.first, nullptr);
+  vfab::Deliver(fence.first, fence.second);
+  ASSERT_EQ(braid_vc_progress(p.r), 0);  // the second FENCED
+  auto second = Find(Side(p, false), BRAID_VCTL_FENCED);
+  ASSERT_NE(second.first, nullptr);
+  vfab::Hold(second.first, second.second);
+  TransferFor(p, 2000000000ull, &pattern);  // asked and answered meanwhile
+  EXPECT_GE(vfab::delivered[BRAID_VCTL_REJOIN_ACK], 1);
+  EXPECT_TRUE(braid_vc_rail_down(p.s, 1)) << "joined before the FENCED its answer counts";
+  vfab::Release();
+  TransferFor(p, 2000000000ull, &pattern);
+  EXPECT_FALSE(braid_vc_rail_down(p.s, 1));
+  EXPECT_FALSE(braid_vc_rail_down(p.r, 1));
+  EXPECT_EQ(vfab::delivered[BRAID_VCTL_JOINED], 1) << "the rail had to rejoin again";
+}
+
+// The receiver's port is still down when the sender asks: "not now", and the sender asks again
+// later, backing off, until the port is up.
+TEST(VerbsRejoin, NotNowWhileThePeersPortIsDownThenJoined) {
+  Pair p(2, 16 * kChunk);
+  unsigned pattern = 1;
+  p.R(1)->port_up = false;
+  vfab::FailReceive(p.R(1));
+  TransferFor(p, 2000000000ull, &pattern);
+  EXPECT_GE(vfab::delivered[BRAID_VCTL_REJOIN_ACK], 2) << "not asked again after 'not now'";
+  EXPECT_TRUE(braid_vc_rail_down(p.s, 1));
+  p.R(1)->port_up = true;
+  TransferFor(p, 6000000000ull, &pattern);
+  EXPECT_FALSE(braid_vc_rail_down(p.s, 1));
+  EXPECT_FALSE(braid_vc_rail_down(p.r, 1));
+}
+
+// An answer whose address cannot be connected to fails that try only: the connection lives, the
+// rail is asked for again and joins with a good answer.
+TEST(VerbsRejoin, AnAnswerThatCannotBeConnectedToFailsOnlyThatTry) {
+  Pair p(2, 16 * kChunk);
+  unsigned pattern = 1;
+  vfab::FailReceive(p.R(1));
+  bool spoiled = false;
+  for (int i = 0; i < 200000 && !spoiled; i++) {  // the first answer that joins: spoiled
+    for (braid_verbs_ep *ep : Side(p, false))
+      for (size_t k = 0; k < ep->out.size(); k++)
+        if (vfab::TypeOf(ep, k) == BRAID_VCTL_REJOIN_ACK && ep->out[k].bytes[3] == BRAID_VREJOIN_JOINED) {
+          uint8_t *psn = &ep->out[k].bytes[8 + 4];
+          psn[0] = vfab::kBadPsn & 0xff, psn[1] = vfab::kBadPsn >> 8, psn[2] = psn[3] = 0;
+          spoiled = true;
+        }
+    for (braid_verbs_ep *ep : vfab::Endpoints())
+      while (!ep->out.empty()) vfab::Deliver(ep, 0);
+    ASSERT_EQ(braid_vc_progress(p.s), 0) << braid_vc_error(p.s);
+    ASSERT_EQ(braid_vc_progress(p.r), 0) << braid_vc_error(p.r);
+    vfab::now_ns += 100000;
+  }
+  ASSERT_TRUE(spoiled) << "no rejoin was answered";
+  TransferFor(p, 8000000000ull, &pattern);
+  EXPECT_FALSE(braid_vc_rail_down(p.s, 1)) << "the rail never joined after the spoiled answer";
+  EXPECT_FALSE(braid_vc_rail_down(p.r, 1));
+  EXPECT_GE(vfab::delivered[BRAID_VCTL_REJOIN], 2);
 }
 
 }  // namespace

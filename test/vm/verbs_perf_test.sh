@@ -10,6 +10,9 @@
 #   (5) rail 1's interface taken down on the receiver's side mid-run: rxe reports the port down
 #       (an asynchronous event), the rail is fenced, the run completes verified;
 #   (6) rails at 50 Mbit/s, rail 3 at 5 Mbit/s: the run completes verified;
+#   (8) two rails, rail 1's interface taken down for 2 s and brought back mid-run: the run
+#       completes verified, rail 1 rejoins (the INFO line) and carries data again (bytes counted
+#       on va1 after the rejoin); (9) the same with rail 1 flapping 5 times;
 #   (7) NCCL's optional completion: braid-perf hints its LL/LL128 receives as NCCL 2.24+ does;
 #       over one rail (va0/vb0) braid completes them early (the peer's RDMA writes land without
 #       the receiver), over four (2) it completes none early; every result verified.
@@ -74,6 +77,21 @@ braid-fabric clear 2
 CHECKED=32 run portdown "ip link set vb1 down" -- sendrecv --oneway -b 8M -e 8M -w 1 -i 30
 grep -q "rxe_b1:1).*PORT_ERR\|rxe_b1:1).*port error" /tmp/portdown.r1 || fail "(portdown) no port event on rxe_b1"
 ip link set vb1 up; braid-fabric route 1
+# rejoin NAME FLAPS ITERS: two rails; rail 1's interface on the receiver's side down 2 s and up
+# again, FLAPS times, 3 s apart; rail 1 must rejoin and carry data again (va1's transmitted
+# bytes, counted from the last time it came back to the end of the run).
+rejoin() {
+  local name=$1 flaps=$2 iters=$3
+  IFA==va0,va1 IFB==vb0,vb1 CHECKED=$((iters + 2)) run "$name" "for i in \$(seq $flaps); do ip link set vb1 down; sleep 2; ip link set vb1 up; braid-fabric route 1; cat /sys/class/net/va1/statistics/tx_bytes >/tmp/$name.tx0; sleep 3; done" -- sendrecv --oneway -b 8M -e 8M -w 1 -i "$iters"
+  local joins tx
+  joins=$(grep -c "verbs rail 1 (rxe_a1:1): rejoined after" /tmp/$name.r0)
+  tx=$(( $(cat /sys/class/net/va1/statistics/tx_bytes) - $(cat /tmp/$name.tx0) ))
+  [ "$joins" -ge "$flaps" ] || fail "($name) rail 1 rejoined $joins times, flapped $flaps times"
+  [ "$tx" -ge $((4 << 20)) ] || fail "($name) rail 1 carried $tx bytes after its last return (want >= 4 MiB)"
+  echo "verbs-perf: $name: rail 1 rejoined $joins times (all connections), then carried $((tx >> 20)) MiB"
+}
+rejoin rejoin 1 60
+rejoin flap 5 150
 for r in 0 1 2; do braid-fabric netem $r a rate 50mbit; done
 braid-fabric netem 3 a rate 5mbit
 CHECKED=7 run slow "" -- sendrecv --oneway -b 8M -e 8M -w 1 -i 5
@@ -83,5 +101,5 @@ EOF
 # The guest runs under TCG (no KVM here): the six cases took 53 s on an idle 2-core host and
 # 150 s with a second test load beside them, so the 180 s default of the other guest tests is
 # too tight.  A hang still ends sooner: each braid-perf gives up after 40 s without progress.
-VM_TIMEOUT=${VM_TIMEOUT:-480}
+VM_TIMEOUT=${VM_TIMEOUT:-600}
 vm_run "verbs-perf test" "$guest_test"

@@ -24,7 +24,7 @@ VERBS_CONN_TEST = $(BUILD)/braid-verbs-conn-test
 TARGETS        += $(VERBS_CONN_TEST)
 
 # Sanitized builds link the sanitizers' runtimes statically: the test guest has no libasan.
-$(VERBS_CONN_TEST): $(call obj,tools/verbs-probe/conn_test.c net_plugin/transport/verbs/verbs_conn.c net_plugin/wire/verbs.c net_plugin/transport/verbs/verbs_ep.c net_plugin/transport/verbs/verbs_flush.c net_plugin/transport/verbs/verbs_dev.c net_plugin/stripe/sched.c $(COMMON_SRCS))
+$(VERBS_CONN_TEST): $(call obj,tools/verbs-probe/conn_test.c net_plugin/transport/verbs/verbs_conn.c net_plugin/transport/verbs/verbs_rejoin.c net_plugin/wire/verbs.c net_plugin/transport/verbs/verbs_ep.c net_plugin/transport/verbs/verbs_flush.c net_plugin/transport/verbs/verbs_dev.c net_plugin/stripe/sched.c $(COMMON_SRCS))
 	$(CC) $(LDFLAGS) $(if $(filter 1,$(SAN)),-static-libasan -static-libubsan) $^ -o $@ -ldl -lpthread -lm
 
 # libbraid-dmabuf-shim.so (TEST ONLY): ibv_reg_dmabuf_mr for rxe, which has none, by mapping the

@@ -204,6 +204,16 @@ static int mismatch(struct run *x) {
   return 0;
 }
 
+/* " (down)" while the rail is down, then " (failed N times, rejoined M)" once it has failed. */
+static const char *rail_history(const struct braid_vc *vc, int r, char *buf, size_t len) {
+  struct braid_vc_rail_health h;
+  braid_vc_rail_health(vc, r, &h);
+  int n = snprintf(buf, len, "%s", h.down ? " (down)" : "");
+  if (h.failures && n >= 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, " (failed %u times, rejoined %u)", h.failures, h.rejoins);
+  return buf;
+}
+
 static int find_rails(int n, struct braid_verbs_rail *a, struct braid_verbs_rail *b) {
   char hca[256] = "=", why[512];
   for (int r = 0; r < n; r++) {
@@ -320,16 +330,19 @@ int main(int argc, char **argv) {
     if (!rc) {
       printf("throughput %.1f Mbit/s: %llu messages of %zu bytes in %.2f s, every byte verified\n",
              (double)(x.bytes - b0) * 8 / dt / 1e6, (unsigned long long)(x.done - m0), size, dt);
-      for (int r = 0; r < nrails; r++)
+      for (int r = 0; r < nrails; r++) {
+        char hist[80];
         printf("rail %d: %.1f Mbit/s%s\n", r, (double)(braid_vc_rail_bytes(x.vc[0], r) - rb0[r]) * 8 / dt / 1e6,
-               braid_vc_rail_down(x.vc[0], r) ? " (down)" : "");
+               rail_history(x.vc[0], r, hist, sizeof hist));
+      }
     }
   }
   if (!rc && x.flush) {
     printf("flushed %llu receives\n", (unsigned long long)x.flushes);
+    char buf[80];
     for (int r = 0; r < nrails; r++)
       printf("rail %d: %llu flush reads%s\n", r, (unsigned long long)braid_vc_rail_flushes(x.vc[1], r),
-             braid_vc_rail_down(x.vc[1], r) ? " (down)" : "");
+             rail_history(x.vc[1], r, buf, sizeof buf));
   }
   if (!rc && x.hint)
     printf("detached %llu of %llu receives (completed early, their data verified in place)\n",

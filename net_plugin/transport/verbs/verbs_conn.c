@@ -11,106 +11,10 @@
 #include "log.h"
 #include "stripe/sched.h"
 #include "transport/verbs/verbs_flush.h"
+#include "transport/verbs/verbs_vc.h"
 #include "wire/verbs.h"
 
-enum { CH_UNSENT, CH_INFLIGHT, CH_ACKED };
-
-#define CTLQ 64                 /* control messages queued or in flight */
-#define COOKIE_CTL (1ull << 63)   /* else a write: seq << 20 | chunk */
-#define COOKIE_PROBE (1ull << 62) /* a probe write into the scratch area */
-#define TICK_NS 1000000ull
-#define EVENT_CHECK_NS 10000000ull /* device events read every 10 ms */
-#define DRAIN_WAIT_NS 1000000000ull
-
-/* Control messages (CTS, FENCE, FENCED, FIN, AREA, MISMATCH) and the writes' immediates are
- * encoded and checked by wire/verbs.h, whose records hold this many rails, slots and chunks. */
-_Static_assert(BRAID_VC_MAX_RAILS == BRAID_VWIRE_RAILS && BRAID_VC_SLOTS == BRAID_VWIRE_SLOTS &&
-                   BRAID_VC_MAX_CHUNKS <= BRAID_VWIRE_MAX_CHUNKS &&
-                   BRAID_VCTL_MAX_BYTES <= BRAID_VERBS_CTRL_MAX,
-               "the connection fits its wire records");
-
-struct chunk {
-  uint8_t state;
-  int8_t rail;
-  uint64_t sent_ns;
-};
-
-struct sreq {
-  bool used, have_cts, needs_fin, fin_queued, fin_done;
-  uint32_t seq, nch, acked;
-  const char *buf;
-  size_t size, base; /* base: buf's offset in its registration */
-  struct braid_vc_mem *mem;
-  uint64_t raddr;
-  uint32_t rkey[BRAID_VC_MAX_RAILS];
-  struct chunk *ch;
-};
-
-struct rreq {
-  bool used, needs_fin, fin;
-  bool detached; /* handed over (braid_vc_detach): retired by progress, never tested */
-  uint32_t seq, nch, got;
-  size_t cap, size;
-  uint8_t *seen; /* bit per chunk */
-};
-
-struct ctlmsg {
-  bool used, posted;
-  int rail; /* where it was posted */
-  uint32_t len;
-  uint8_t data[BRAID_VCTL_MAX_BYTES]; /* encoded */
-};
-
-struct cts_entry {
-  bool valid; /* not yet bound to a send */
-  bool seen;  /* m is the newest CTS for the slot */
-  struct braid_vctl_cts m;
-};
-
-struct braid_vc {
-  bool sender, failed;
-  bool usage; /* failed through the application's misuse (a size mismatch): ncclInvalidUsage */
-  char err[256];
-  int nrails;
-  size_t chunk;
-  bool equal;
-  unsigned rr_ctl, rr_equal;
-  struct braid_verbs_ep *ep[BRAID_VC_MAX_RAILS];
-  bool down[BRAID_VC_MAX_RAILS];
-  bool fence_wait[BRAID_VC_MAX_RAILS]; /* sender: FENCED came, applied once the rail drains;
-                                          receiver: FENCED to send once the rail drains */
-  struct braid_vctl_fenced fenced[BRAID_VC_MAX_RAILS];
-  uint64_t fence_since[BRAID_VC_MAX_RAILS];
-  uint64_t rail_bytes[BRAID_VC_MAX_RAILS];
-  uint64_t flush_reads[BRAID_VC_MAX_RAILS]; /* receiver: flush reads completed, per rail */
-  struct braid_sched sched;
-  uint64_t next_tick, next_event_check;
-  struct ctlmsg ctl[CTLQ];
-  /* probes: the receiver's scratch area (receiver: its own, registered) */
-  bool area_valid;
-  struct braid_vctl_area area;
-  void *scratch;
-  struct braid_vc_mem *scratch_mem;
-  size_t probe_len[BRAID_VC_MAX_RAILS];
-  uint64_t probe_sent[BRAID_VC_MAX_RAILS];
-  bool probe_out[BRAID_VC_MAX_RAILS];
-  /* sender */
-  uint32_t s_seq; /* next isend */
-  struct sreq s[BRAID_VC_SLOTS];
-  struct cts_entry cts[BRAID_VC_SLOTS];
-  /* receiver */
-  uint32_t r_seq; /* next irecv */
-  uint16_t r_posted;
-  struct rreq r[BRAID_VC_SLOTS];
-  /* receiver: GPUDirect flushes (one loopback QP per rail, opened at the first flush) */
-  struct braid_verbs_flush *flush[BRAID_VC_MAX_RAILS];
-  struct {
-    bool used;
-    int pending; /* reads not yet completed */
-  } fl[BRAID_VC_FLUSHES];
-};
-
-__attribute__((format(printf, 2, 3))) static int vc_fail(struct braid_vc *vc, const char *fmt, ...) {
+int vci_fail(struct braid_vc *vc, const char *fmt, ...) {
   if (!vc->failed) {
     vc->failed = true;
     va_list ap;
@@ -124,28 +28,33 @@ __attribute__((format(printf, 2, 3))) static int vc_fail(struct braid_vc *vc, co
 
 /* ---------- control messages: queued, posted on a live rail, re-posted if that rail fails ---------- */
 
-static int ctl_queue(struct braid_vc *vc, const struct braid_vctl *msg) {
+int vci_ctl_queue_on(struct braid_vc *vc, const struct braid_vctl *msg, int pin) {
   for (int i = 0; i < CTLQ; i++) {
     if (vc->ctl[i].used) continue;
-    vc->ctl[i] = (struct ctlmsg){.used = true, .rail = -1};
+    vc->ctl[i] = (struct ctlmsg){.used = true, .rail = -1, .pin = pin};
     vc->ctl[i].len = (uint32_t)braid_vctl_encode(msg, vc->ctl[i].data);
     return 0;
   }
-  return vc_fail(vc, "more than %d control messages waiting for a live rail", CTLQ);
+  return vci_fail(vc, "more than %d control messages waiting for a live rail", CTLQ);
 }
 
-static void ctl_post(struct braid_vc *vc) {
+void vci_ctl_post(struct braid_vc *vc) {
   for (int i = 0; i < CTLQ; i++) {
     struct ctlmsg *c = &vc->ctl[i];
     if (!c->used || c->posted) continue;
+    if (c->pin >= 0 && vc->down[c->pin]) { /* its rail failed again before it went out */
+      c->used = false;
+      continue;
+    }
     for (int k = 0; k < vc->nrails; k++) {
-      int r = (int)((vc->rr_ctl + (unsigned)k) % (unsigned)vc->nrails);
+      int r = c->pin >= 0 ? c->pin : (int)((vc->rr_ctl + (unsigned)k) % (unsigned)vc->nrails);
       if (vc->down[r]) continue;
       if (braid_verbs_ep_send(vc->ep[r], c->data, c->len, COOKIE_CTL | (uint64_t)i) == 0) {
         c->posted = true, c->rail = r;
-        vc->rr_ctl = (unsigned)r + 1;
+        if (c->pin < 0) vc->rr_ctl = (unsigned)r + 1;
         break;
       }
+      if (c->pin >= 0) break;
     }
   }
 }
@@ -161,22 +70,28 @@ static void ctl_repost(struct braid_vc *vc, int r) {
 
 /* ---------- rails ---------- */
 
-static void fail_rail(struct braid_vc *vc, int r, const char *why) {
-  if (vc->down[r]) return;
+void vci_fail_rail(struct braid_vc *vc, int r, const char *why) {
+  /* A receiver's rail connected again but not yet confirmed (RJ_JOINING) is down for posting,
+   * not for failing: its new queue pair is fenced like any. */
+  if (vc->down[r] && vc->rj[r].state != RJ_JOINING) return;
+  bool was_up = !vc->down[r];
   vc->down[r] = true;
   BRAID_WARN("verbs rail %d (%s): %s; fenced, its data goes on the other rails", r,
              braid_verbs_ep_name(vc->ep[r]), why);
   braid_verbs_ep_fence(vc->ep[r]);
-  braid_sched_failed(&vc->sched, r, braid_now_ns());
+  vc->probe_out[r] = false; /* a probe on it never completes now */
+  if (was_up) braid_sched_failed(&vc->sched, r, braid_now_ns());
+  vci_rejoin_down(vc, r, braid_now_ns());
   if (vc->sender) {
-    ctl_queue(vc, &(struct braid_vctl){.type = BRAID_VCTL_FENCE, .fence.rail = (uint8_t)r});
+    vci_ctl_queue_on(vc, &(struct braid_vctl){.type = BRAID_VCTL_FENCE, .fence = {(uint8_t)r, vc->rj[r].gen}},
+                     -1);
   } else {
     vc->fence_wait[r] = true; /* FENCED, unasked, once drained */
     vc->fence_since[r] = braid_now_ns();
   }
   int live = 0;
   for (int i = 0; i < vc->nrails; i++) live += !vc->down[i];
-  if (!live) vc_fail(vc, "every rail failed (the last: %s)", why);
+  if (!live) vci_fail(vc, "every rail failed (the last: %s)", why);
 }
 
 /* ---------- receiver ---------- */
@@ -198,16 +113,17 @@ static void r_send_fenced(struct braid_vc *vc, int r) {
     if (q->needs_fin) f.fin |= (uint16_t)(1u << k);
   }
   for (int k = 0; k < BRAID_VC_SLOTS; k++) f.seq[k] = vc->r[k].seq;
+  vc->rj[r].fenced++;
   BRAID_INFO(NCCL_NET, "verbs rail %d (%s): drained; FENCED to the peer: open 0x%x, FIN owed 0x%x, receive %u in slot 0",
              r, braid_verbs_ep_name(vc->ep[r]), f.open, f.fin, f.seq[0]);
-  ctl_queue(vc, &(struct braid_vctl){.type = BRAID_VCTL_FENCED, .fenced = f});
+  vci_ctl_queue_on(vc, &(struct braid_vctl){.type = BRAID_VCTL_FENCED, .fenced = f}, -1);
 }
 
 static void r_imm(struct braid_vc *vc, uint32_t imm, uint32_t len) {
   struct braid_vimm w;
   char why[96];
   if (braid_vimm_decode(imm, &w, why, sizeof why)) {
-    vc_fail(vc, "garbled write from the peer (%s, %u bytes)", why, len);
+    vci_fail(vc, "garbled write from the peer (%s, %u bytes)", why, len);
     return;
   }
   if (w.probe) return; /* a probe, in the scratch area */
@@ -215,19 +131,19 @@ static void r_imm(struct braid_vc *vc, uint32_t imm, uint32_t len) {
   uint32_t nch = w.nch, idx = w.idx;
   struct rreq *q = &vc->r[k];
   if (!q->used || (q->nch && q->nch != nch)) {
-    vc_fail(vc, "garbled write from the peer (slot %d, chunk %u of %u, %u bytes)", k, idx, nch, len);
+    vci_fail(vc, "garbled write from the peer (slot %d, chunk %u of %u, %u bytes)", k, idx, nch, len);
     return;
   }
   size_t off = (size_t)idx * vc->chunk;
   if ((idx + 1 < nch && len != vc->chunk) || off + len > q->cap) {
-    vc_fail(vc, "a write that does not fit its receive (slot %d, chunk %u of %u, %u bytes)", k, idx,
+    vci_fail(vc, "a write that does not fit its receive (slot %d, chunk %u of %u, %u bytes)", k, idx,
             nch, len);
     return;
   }
   if (!q->nch) {
     q->nch = nch;
     if (!(q->seen = calloc((nch + 7) / 8, 1))) {
-      vc_fail(vc, "out of memory");
+      vci_fail(vc, "out of memory");
       return;
     }
   }
@@ -273,13 +189,13 @@ static void s_bind(struct braid_vc *vc, struct sreq *q) {
   if (q->have_cts || !c->valid || c->m.seq != q->seq) return;
   c->valid = false;
   if (q->size > c->m.cap) {
-    vc_fail(vc, "a send of %zu bytes to a receive of %llu bytes: send/receive size mismatch", q->size,
+    vci_fail(vc, "a send of %zu bytes to a receive of %llu bytes: send/receive size mismatch", q->size,
             (unsigned long long)c->m.cap);
     vc->usage = true;
     /* The receiver learns it too: its receive fails with the same words, not a silent wait. */
     struct braid_vctl m = {.type = BRAID_VCTL_MISMATCH,
                            .mismatch = {.seq = q->seq, .size = q->size, .cap = c->m.cap}};
-    if (ctl_queue(vc, &m) == 0) ctl_post(vc);
+    if (vci_ctl_queue_on(vc, &m, -1) == 0) vci_ctl_post(vc);
     return;
   }
   q->have_cts = true;
@@ -336,7 +252,7 @@ static void s_apply_fenced(struct braid_vc *vc, int r, const struct braid_vctl_f
     } else if (fin && (int32_t)(seq - vc->s_seq) < 0 && !(q->used && q->seq == seq)) {
       /* done and gone here: FIN at once */
       BRAID_INFO(NCCL_NET, "verbs rail %d: send %u completed before the peer's FENCED: FIN now", r, seq);
-      ctl_queue(vc, &(struct braid_vctl){.type = BRAID_VCTL_FIN, .fin.seq = seq});
+      vci_ctl_queue_on(vc, &(struct braid_vctl){.type = BRAID_VCTL_FIN, .fin.seq = seq}, -1);
     }
   }
 }
@@ -380,7 +296,7 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
           int rc = braid_verbs_ep_write_imm(vc->ep[r], &q->mem->mr[r], q->base + off, len, vc->area.addr,
                                             vc->area.rkey[r], probe, COOKIE_PROBE);
           if (rc < 0) {
-            fail_rail(vc, r, "posting a probe failed");
+            vci_fail_rail(vc, r, "posting a probe failed");
             return;
           }
           if (rc == 0) {
@@ -397,7 +313,7 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
                                         q->raddr + off, q->rkey[r], imm, (uint64_t)q->seq << 20 | i);
       if (rc > 0) return; /* that rail's queue is full: later */
       if (rc < 0) {
-        fail_rail(vc, r, "posting a write failed");
+        vci_fail_rail(vc, r, "posting a write failed");
         return;
       }
       c->state = CH_INFLIGHT, c->rail = (int8_t)r, c->sent_ns = now;
@@ -413,27 +329,27 @@ static void s_schedule(struct braid_vc *vc, uint64_t now) {
  * once its completions have drained.  false for a rail that does not exist (c failed). */
 static bool ctl_fence_rail(struct braid_vc *vc, unsigned rail, const char *what, const char *why) {
   if (rail >= (unsigned)vc->nrails) {
-    vc_fail(vc, "garbled %s from the peer", what);
+    vci_fail(vc, "garbled %s from the peer", what);
     return false;
   }
-  fail_rail(vc, (int)rail, why);
+  vci_fail_rail(vc, (int)rail, why);
   vc->fence_wait[rail] = true;
   vc->fence_since[rail] = braid_now_ns();
   return true;
 }
 
-static void on_ctl(struct braid_vc *vc, const uint8_t *d, uint32_t len) {
+static void on_ctl(struct braid_vc *vc, int on, const uint8_t *d, uint32_t len) {
   struct braid_vctl c;
   char why[128];
   if (braid_vctl_decode(d, len, &c, why, sizeof why)) {
-    vc_fail(vc, "garbled control message from the peer: %s", why);
+    vci_fail(vc, "garbled control message from the peer: %s", why);
     return;
   }
   uint8_t type = c.type;
   if (vc->sender && type == BRAID_VCTL_CTS) {
     struct braid_vctl_cts m = c.cts;
     if (m.nrails != vc->nrails) {
-      vc_fail(vc, "garbled CTS from the peer");
+      vci_fail(vc, "garbled CTS from the peer");
       return;
     }
     /* A control message whose send completion was lost with a failed rail is sent again on
@@ -451,13 +367,19 @@ static void on_ctl(struct braid_vc *vc, const uint8_t *d, uint32_t len) {
     struct braid_vctl_fenced f = c.fenced;
     bool pending = f.rail < (unsigned)vc->nrails && vc->fence_wait[f.rail];
     if (!ctl_fence_rail(vc, f.rail, "FENCED", "the peer fenced it")) return;
+    vc->rj[f.rail].fenced++; /* a rejoin's answer counts these (verbs_rejoin.c) */
     if (pending) fenced_merge(&vc->fenced[f.rail], &f);
     else vc->fenced[f.rail] = f;
   } else if (!vc->sender && type == BRAID_VCTL_FENCE) {
+    if (c.fence.rail < (unsigned)vc->nrails && !vci_rejoin_current(vc, c.fence.rail, c.fence.gen)) {
+      BRAID_INFO(NCCL_NET, "verbs rail %u: FENCE of generation %u, from before its rejoin: ignored", c.fence.rail,
+                 c.fence.gen);
+      return;
+    }
     ctl_fence_rail(vc, c.fence.rail, "FENCE", "the peer failed it");
   } else if (!vc->sender && type == BRAID_VCTL_MISMATCH) {
     struct braid_vctl_mismatch m = c.mismatch;
-    vc_fail(vc, "the peer sent %llu bytes to a receive of %llu bytes (message %u): send/receive size "
+    vci_fail(vc, "the peer sent %llu bytes to a receive of %llu bytes (message %u): send/receive size "
             "mismatch", (unsigned long long)m.size, (unsigned long long)m.cap, m.seq);
     vc->usage = true;
   } else if (!vc->sender && type == BRAID_VCTL_FIN) {
@@ -465,8 +387,15 @@ static void on_ctl(struct braid_vc *vc, const uint8_t *d, uint32_t len) {
     struct rreq *q = &vc->r[m.seq % BRAID_VC_SLOTS];
     BRAID_INFO(NCCL_NET, "verbs: FIN for receive %u%s", m.seq, q->used && q->seq == m.seq ? "" : " (no longer open)");
     if (q->used && q->seq == m.seq) q->fin = true;
+  } else if ((vc->sender && type == BRAID_VCTL_REJOIN_ACK) ||
+             (!vc->sender && (type == BRAID_VCTL_REJOIN || type == BRAID_VCTL_JOINED))) {
+    if (c.rejoin.rail >= (unsigned)vc->nrails) {
+      vci_fail(vc, "garbled %s from the peer (rail %u of %d)", braid_vctl_name(type), c.rejoin.rail, vc->nrails);
+      return;
+    }
+    vci_rejoin_ctl(vc, on, &c, braid_now_ns());
   } else {
-    vc_fail(vc, "unexpected control message of type %u (%u bytes) from the peer", type, len);
+    vci_fail(vc, "unexpected control message of type %u (%u bytes) from the peer", type, len);
   }
 }
 
@@ -490,9 +419,9 @@ static void on_event(struct braid_vc *vc, int r, const struct braid_verbs_ev *ev
       s_write_done(vc, r, ev->cookie, now);
     }
     break;
-  case BRAID_VERBS_EV_CTRL: on_ctl(vc, ev->data, ev->len); break;
+  case BRAID_VERBS_EV_CTRL: on_ctl(vc, r, ev->data, ev->len); break;
   case BRAID_VERBS_EV_WRITE_IMM:
-    if (vc->sender) vc_fail(vc, "a write arrived on a sending connection");
+    if (vc->sender) vci_fail(vc, "a write arrived on a sending connection");
     else r_imm(vc, ev->imm, ev->len);
     break;
   case BRAID_VERBS_EV_READ_DONE: break; /* flush reads complete on their own CQ (braid_vc_flush_test) */
@@ -501,7 +430,7 @@ static void on_event(struct braid_vc *vc, int r, const struct braid_verbs_ev *ev
       struct ctlmsg *c = &vc->ctl[ev->cookie & (CTLQ - 1)];
       if (c->used && c->rail == r) c->posted = false;
     }
-    fail_rail(vc, r, ev->why);
+    vci_fail_rail(vc, r, ev->why);
     break;
   }
 }
@@ -515,7 +444,7 @@ int braid_vc_progress(struct braid_vc *vc) {
     do {
       n = braid_verbs_ep_poll(vc->ep[r], ev, 16);
       if (n < 0) {
-        fail_rail(vc, r, "its completion queue cannot be read");
+        vci_fail_rail(vc, r, "its completion queue cannot be read");
         break;
       }
       for (int i = 0; i < n && !vc->failed; i++) on_event(vc, r, &ev[i], now);
@@ -532,7 +461,7 @@ int braid_vc_progress(struct braid_vc *vc) {
         BRAID_WARN("verbs rail %d (%s): %s, on a rail already fenced", r,
                    braid_verbs_ep_name(vc->ep[r]), why);
       else
-        fail_rail(vc, r, why);
+        vci_fail_rail(vc, r, why);
     }
   }
   for (int r = 0; r < vc->nrails && !vc->failed; r++) {
@@ -546,12 +475,16 @@ int braid_vc_progress(struct braid_vc *vc) {
       ctl_repost(vc, r);
     }
     vc->fence_wait[r] = false;
-    if (vc->sender) s_apply_fenced(vc, r, &vc->fenced[r]);
-    else r_send_fenced(vc, r);
+    if (vc->sender) {
+      s_apply_fenced(vc, r, &vc->fenced[r]);
+      vci_rejoin_fence_applied(vc, r);
+    } else {
+      r_send_fenced(vc, r);
+    }
   }
   if (vc->failed) return -1;
   if (!vc->sender) r_retire(vc);
-  ctl_post(vc);
+  vci_ctl_post(vc);
   if (vc->sender) {
     for (uint32_t n = vc->s_seq - BRAID_VC_SLOTS; n != vc->s_seq; n++) {
       struct sreq *q = s_find(vc, n);
@@ -559,11 +492,12 @@ int braid_vc_progress(struct braid_vc *vc) {
         /* re-posted by the queue if lost */
         struct braid_vctl m = {.type = BRAID_VCTL_FIN, .fin.seq = q->seq};
         BRAID_INFO(NCCL_NET, "verbs: send %u acknowledged: FIN", q->seq);
-        q->fin_queued = ctl_queue(vc, &m) == 0;
+        q->fin_queued = vci_ctl_queue_on(vc, &m, -1) == 0;
       }
     }
+    vci_rejoin_progress(vc, now);
     s_schedule(vc, now);
-    ctl_post(vc);
+    vci_ctl_post(vc);
   }
   if (now >= vc->next_tick) {
     vc->next_tick = now + TICK_NS;
@@ -571,7 +505,7 @@ int braid_vc_progress(struct braid_vc *vc) {
     int n = braid_sched_tick(&vc->sched, now, e, 8);
     for (int i = 0; i < n; i++) {
       if (e[i].reason == BRAID_SCHED_STALLED && vc->sender)
-        fail_rail(vc, e[i].rail, "no write completed for too long (stalled)");
+        vci_fail_rail(vc, e[i].rail, "no write completed for too long (stalled)");
       if (e[i].reason == BRAID_SCHED_SLOW || e[i].reason == BRAID_SCHED_RECOVERED ||
           e[i].reason == BRAID_SCHED_LAST_LEFT)
         BRAID_WARN("verbs rail %d (%s): %s (%.0f Mbit/s measured, best other %.0f Mbit/s)", e[i].rail,
@@ -636,17 +570,17 @@ void braid_vc_addrs(const struct braid_vc *vc, struct braid_verbs_ep_addr *out) 
 }
 
 int braid_vc_connect(struct braid_vc *vc, const struct braid_verbs_ep_addr *peer, int npeer) {
-  if (npeer != vc->nrails) return vc_fail(vc, "the peer has %d rails, this side %d", npeer, vc->nrails);
+  if (npeer != vc->nrails) return vci_fail(vc, "the peer has %d rails, this side %d", npeer, vc->nrails);
   for (int r = 0; r < vc->nrails; r++)
-    if (braid_verbs_ep_connect(vc->ep[r], &peer[r])) return vc_fail(vc, "connecting rail %s failed", braid_verbs_ep_name(vc->ep[r]));
+    if (braid_verbs_ep_connect(vc->ep[r], &peer[r])) return vci_fail(vc, "connecting rail %s failed", braid_verbs_ep_name(vc->ep[r]));
   if (vc->sender) return 0;
   if (!(vc->scratch = malloc(vc->chunk)) || braid_vc_reg(vc, vc->scratch, vc->chunk, -1, 0, &vc->scratch_mem))
-    return vc_fail(vc, "cannot register the probes' scratch area");
+    return vci_fail(vc, "cannot register the probes' scratch area");
   struct braid_vctl a = {.type = BRAID_VCTL_AREA,
                          .area = {.nrails = (uint8_t)vc->nrails, .addr = (uintptr_t)vc->scratch,
                                   .len = vc->chunk}};
   for (int r = 0; r < vc->nrails; r++) a.area.rkey[r] = vc->scratch_mem->mr[r].rkey;
-  return ctl_queue(vc, &a) ? -1 : braid_vc_progress(vc);
+  return vci_ctl_queue_on(vc, &a, -1) ? -1 : braid_vc_progress(vc);
 }
 
 int braid_vc_reg(struct braid_vc *vc, void *buf, size_t len, int fd, uint64_t offset, struct braid_vc_mem **out) {
@@ -676,17 +610,17 @@ static bool mem_covers(const struct braid_vc_mem *m, const void *buf, size_t len
 
 int braid_vc_isend(struct braid_vc *vc, const void *buf, size_t size, struct braid_vc_mem *mem, int *req) {
   if (vc->failed) return -1;
-  if (!vc->sender) return vc_fail(vc, "isend on a receiving connection");
+  if (!vc->sender) return vci_fail(vc, "isend on a receiving connection");
   uint32_t nch = size ? (uint32_t)((size + vc->chunk - 1) / vc->chunk) : 1;
   if (size && (!mem || mem->n != vc->nrails))
-    return vc_fail(vc, "a send of %zu bytes from unregistered memory", size);
+    return vci_fail(vc, "a send of %zu bytes from unregistered memory", size);
   if (size > (size_t)BRAID_VC_MAX_CHUNKS * vc->chunk)
-    return vc_fail(vc, "a send of %zu bytes: larger than the connection carries", size);
-  if (size && !mem_covers(mem, buf, size)) return vc_fail(vc, "a send from outside its memory registration");
+    return vci_fail(vc, "a send of %zu bytes: larger than the connection carries", size);
+  if (size && !mem_covers(mem, buf, size)) return vci_fail(vc, "a send from outside its memory registration");
   struct sreq *q = &vc->s[vc->s_seq % BRAID_VC_SLOTS];
   if (q->used) return 1;
   struct chunk *ch = calloc(nch, sizeof *ch);
-  if (!ch) return vc_fail(vc, "out of memory");
+  if (!ch) return vci_fail(vc, "out of memory");
   *q = (struct sreq){.used = true, .seq = vc->s_seq++, .nch = nch, .buf = buf, .size = size,
                      .base = size ? (size_t)((uintptr_t)buf - (uintptr_t)mem->mr[0].addr) : 0,
                      .mem = mem, .ch = ch};
@@ -697,20 +631,20 @@ int braid_vc_isend(struct braid_vc *vc, const void *buf, size_t size, struct bra
 
 int braid_vc_irecv(struct braid_vc *vc, void *buf, size_t cap, struct braid_vc_mem *mem, int *req) {
   if (vc->failed) return -1;
-  if (vc->sender) return vc_fail(vc, "irecv on a sending connection");
+  if (vc->sender) return vci_fail(vc, "irecv on a sending connection");
   int k = (int)(vc->r_seq % BRAID_VC_SLOTS);
   struct rreq *q = &vc->r[k];
   if (q->used && q->detached && braid_vc_progress(vc)) return -1; /* its writes may be in */
   if (q->used) return 1;
   if (cap && (!mem || mem->n != vc->nrails || !mem_covers(mem, buf, cap)))
-    return vc_fail(vc, "a receive into unregistered memory");
+    return vci_fail(vc, "a receive into unregistered memory");
   struct braid_vctl m = {.type = BRAID_VCTL_CTS,
                          .cts = {.slot = (uint8_t)k, .nrails = (uint8_t)vc->nrails, .seq = vc->r_seq,
                                  .addr = (uintptr_t)buf, .cap = cap}};
   for (int r = 0; cap && r < vc->nrails; r++) m.cts.rkey[r] = mem->mr[r].rkey;
   *q = (struct rreq){.used = true, .seq = vc->r_seq++, .cap = cap};
   vc->r_posted |= (uint16_t)(1u << k);
-  if (ctl_queue(vc, &m)) return -1;
+  if (vci_ctl_queue_on(vc, &m, -1)) return -1;
   *req = k;
   return braid_vc_progress(vc);
 }
@@ -735,10 +669,10 @@ bool braid_vc_detach(struct braid_vc *vc, int req) {
 int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size) {
   *done = false;
   if (braid_vc_progress(vc)) return -1;
-  if (req < 0 || req >= BRAID_VC_SLOTS) return vc_fail(vc, "test of an unknown request");
+  if (req < 0 || req >= BRAID_VC_SLOTS) return vci_fail(vc, "test of an unknown request");
   if (vc->sender) {
     struct sreq *q = &vc->s[req];
-    if (!q->used) return vc_fail(vc, "test of an unknown request");
+    if (!q->used) return vci_fail(vc, "test of an unknown request");
     if (!s_finished(q)) return 0;
     if (size) *size = q->size;
     free(q->ch);
@@ -746,7 +680,7 @@ int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size) {
     q->used = false;
   } else {
     struct rreq *q = &vc->r[req];
-    if (!q->used || q->detached) return vc_fail(vc, "test of an unknown request");
+    if (!q->used || q->detached) return vci_fail(vc, "test of an unknown request");
     if (!q->nch || q->got < q->nch || (q->needs_fin && !q->fin)) return 0;
     if (size) *size = q->size;
     free(q->seen);
@@ -759,24 +693,24 @@ int braid_vc_test(struct braid_vc *vc, int req, bool *done, size_t *size) {
 
 int braid_vc_flush(struct braid_vc *vc, const void *buf, struct braid_vc_mem *mem, int *req) {
   if (vc->failed) return -1;
-  if (vc->sender) return vc_fail(vc, "flush on a sending connection");
+  if (vc->sender) return vci_fail(vc, "flush on a sending connection");
   if (!mem || mem->n != vc->nrails || !mem_covers(mem, buf, 1))
-    return vc_fail(vc, "a flush of %p outside its memory registration", buf);
+    return vci_fail(vc, "a flush of %p outside its memory registration", buf);
   int k = 0;
   while (k < BRAID_VC_FLUSHES && vc->fl[k].used) k++;
   if (k == BRAID_VC_FLUSHES) return 1;
   for (int r = 0; r < vc->nrails; r++) /* room on every live rail's QP first: all or nothing */
     if (!vc->down[r] && vc->flush[r] == NULL && braid_verbs_flush_open(vc->ep[r], &vc->flush[r]))
-      return vc_fail(vc, "cannot open the flush queue pair of rail %s", braid_verbs_ep_name(vc->ep[r]));
+      return vci_fail(vc, "cannot open the flush queue pair of rail %s", braid_verbs_ep_name(vc->ep[r]));
   vc->fl[k].pending = 0;
   for (int r = 0; r < vc->nrails; r++) {
     if (vc->down[r]) continue; /* a fenced rail's writes were all drained before it was failed */
     int rc = braid_verbs_flush_post(vc->flush[r], &mem->mr[r], buf, (uint64_t)k);
-    if (rc < 0) return vc_fail(vc, "posting the flush read on rail %s failed", braid_verbs_ep_name(vc->ep[r]));
-    if (rc == 1) return vc_fail(vc, "rail %s's flush queue is full", braid_verbs_ep_name(vc->ep[r]));
+    if (rc < 0) return vci_fail(vc, "posting the flush read on rail %s failed", braid_verbs_ep_name(vc->ep[r]));
+    if (rc == 1) return vci_fail(vc, "rail %s's flush queue is full", braid_verbs_ep_name(vc->ep[r]));
     vc->fl[k].pending++;
   }
-  if (!vc->fl[k].pending) return vc_fail(vc, "a flush with every rail down");
+  if (!vc->fl[k].pending) return vci_fail(vc, "a flush with every rail down");
   vc->fl[k].used = true;
   *req = k;
   return 0;
@@ -785,14 +719,14 @@ int braid_vc_flush(struct braid_vc *vc, const void *buf, struct braid_vc_mem *me
 int braid_vc_flush_test(struct braid_vc *vc, int req, bool *done) {
   *done = false;
   if (braid_vc_progress(vc)) return -1;
-  if (req < 0 || req >= BRAID_VC_FLUSHES || !vc->fl[req].used) return vc_fail(vc, "test of an unknown flush");
+  if (req < 0 || req >= BRAID_VC_FLUSHES || !vc->fl[req].used) return vci_fail(vc, "test of an unknown flush");
   for (int r = 0; r < vc->nrails; r++) {
     struct braid_verbs_ev ev[BRAID_VERBS_FLUSH_DEPTH];
     int n = vc->flush[r] ? braid_verbs_flush_poll(vc->flush[r], ev, BRAID_VERBS_FLUSH_DEPTH) : 0;
-    if (n < 0) return vc_fail(vc, "rail %s's flush queue cannot be polled", braid_verbs_ep_name(vc->ep[r]));
+    if (n < 0) return vci_fail(vc, "rail %s's flush queue cannot be polled", braid_verbs_ep_name(vc->ep[r]));
     for (int i = 0; i < n; i++) {
       if (ev[i].kind == BRAID_VERBS_EV_ERROR)
-        return vc_fail(vc, "the flush on rail %s failed: %s", braid_verbs_ep_name(vc->ep[r]), ev[i].why);
+        return vci_fail(vc, "the flush on rail %s failed: %s", braid_verbs_ep_name(vc->ep[r]), ev[i].why);
       vc->flush_reads[r]++;
       if (ev[i].cookie < BRAID_VC_FLUSHES && vc->fl[ev[i].cookie].pending > 0) vc->fl[ev[i].cookie].pending--;
     }
@@ -808,9 +742,10 @@ void braid_vc_describe(const struct braid_vc *vc, char *buf, size_t len) {
 #define PUT(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
   buf[0] = 0;
   for (int r = 0; r < vc->nrails; r++)
-    PUT("rail %d: %s, state %d, %zu bytes in flight%s%s; ", r, vc->down[r] ? "down" : "up",
-        (int)vc->sched.rail[r].state, vc->sched.rail[r].inflight, vc->probe_out[r] ? ", probe out" : "",
-        vc->fence_wait[r] ? ", fence pending" : "");
+    PUT("rail %d: %s, state %d, %zu bytes in flight%s%s, generation %u, rejoin step %d; ", r,
+        vc->down[r] ? "down" : "up", (int)vc->sched.rail[r].state, vc->sched.rail[r].inflight,
+        vc->probe_out[r] ? ", probe out" : "", vc->fence_wait[r] ? ", fence pending" : "", vc->rj[r].gen,
+        vc->rj[r].state);
   for (int k = 0; k < BRAID_VC_SLOTS; k++) {
     const struct sreq *q = &vc->s[k];
     const struct rreq *p = &vc->r[k];
@@ -828,6 +763,10 @@ const char *braid_vc_error(const struct braid_vc *vc) { return vc->err; }
 bool braid_vc_usage_error(const struct braid_vc *vc) { return vc->usage; }
 uint64_t braid_vc_rail_bytes(const struct braid_vc *vc, int rail) { return vc->rail_bytes[rail]; }
 bool braid_vc_rail_down(const struct braid_vc *vc, int rail) { return vc->down[rail]; }
+void braid_vc_rail_health(const struct braid_vc *vc, int rail, struct braid_vc_rail_health *h) {
+  *h = (struct braid_vc_rail_health){.down = vc->down[rail], .failures = vc->rj[rail].failures,
+                                     .rejoins = vc->rj[rail].rejoins, .last_rejoin_ns = vc->rj[rail].last_rejoin_ns};
+}
 uint64_t braid_vc_rail_flushes(const struct braid_vc *vc, int rail) { return vc->flush_reads[rail]; }
 
 void braid_vc_close(struct braid_vc *vc) {

@@ -20,8 +20,9 @@
  * FENCED with, per receive slot, the sequence number it holds and whether it is still open.
  * Receives open at that moment complete only on the sender's FIN (sent once all their chunks are
  * acknowledged), so a chunk re-sent on a survivor can never land after the receive completed and
- * NCCL reused its buffer.  A failed rail stays down for the connection's life.  When every rail
- * has failed the connection fails.
+ * NCCL reused its buffer.  A failed rail comes back once its port does (verbs_rejoin.c: new queue
+ * pairs on both ends, a new generation, probed before it carries data).  When every rail has
+ * failed at once the connection fails.
  *
  * A receive may be handed over to the connection (braid_vc_detach, for NCCL's optional
  * completion) when nothing more is needed from this side for its data to land: its CTS is on the
@@ -104,6 +105,14 @@ void braid_vc_describe(const struct braid_vc *vc, char *buf, size_t len);
 /* Bytes each rail carried (acknowledged writes), for telemetry and tests. */
 uint64_t braid_vc_rail_bytes(const struct braid_vc *vc, int rail);
 bool braid_vc_rail_down(const struct braid_vc *vc, int rail);
+/* A rail's history on this connection (telemetry, tests): times it failed, times it rejoined,
+ * and when it last rejoined (braid_now_ns; 0: never). */
+struct braid_vc_rail_health {
+  bool down;
+  unsigned failures, rejoins;
+  uint64_t last_rejoin_ns;
+};
+void braid_vc_rail_health(const struct braid_vc *vc, int rail, struct braid_vc_rail_health *h);
 /* Receiver: flush reads completed on each rail (braid_vc_flush_test), for tests. */
 uint64_t braid_vc_rail_flushes(const struct braid_vc *vc, int rail);
 void braid_vc_close(struct braid_vc *vc);

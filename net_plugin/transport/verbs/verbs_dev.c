@@ -314,6 +314,11 @@ static bool gid_query(struct ibv_context *c, int port, int idx, uint8_t gid[16])
   return memcmp(gid, zero, 16) != 0;
 }
 
+bool braid_verbs_gid(struct ibv_context *c, int port, int idx, uint8_t gid[16]) {
+  char why[8];
+  return lib_ready(why, sizeof why) && gid_query(c, port, idx, gid);
+}
+
 /* Fills r's GID; false (with a WARN) when the configured index cannot be used. */
 static bool rail_gid(struct ibv_context *c, const struct ibv_port_attr *pa, int env_index,
                      struct braid_verbs_rail *r) {

@@ -104,6 +104,8 @@ struct ibv_port_attr;
 void *braid_verbs_sym(const char *name);
 /* ibv_query_port with the full attribute struct (the context's extended op when it has one). */
 int braid_verbs_port_query(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a);
+/* The GID at index idx of the port: false when it cannot be read or is all zero. */
+bool braid_verbs_gid(struct ibv_context *c, int port, int idx, uint8_t gid[16]);
 /* Opens the device named dev; NULL when libibverbs is not loaded or no such device opens. */
 struct ibv_context *braid_verbs_open(const char *dev);
 void braid_verbs_close(struct ibv_context *c);

@@ -219,7 +219,7 @@ int braid_verbs_ep_open(const struct braid_verbs_rail *rail, int depth, const st
 
 void braid_verbs_ep_addr(const struct braid_verbs_ep *ep, struct braid_verbs_ep_addr *out) {
   memset(out, 0, sizeof *out);
-  out->qpn = ep->qp->qp_num;
+  out->qpn = ep->qp ? ep->qp->qp_num : 0;
   out->psn = ep->psn;
   out->lid = ep->lid;
   out->link = (uint8_t)ep->rail.link;
@@ -259,7 +259,7 @@ static int to_rts(struct braid_verbs_ep *ep, struct ibv_qp *qp, uint32_t psn) {
 }
 
 int braid_verbs_ep_connect(struct braid_verbs_ep *ep, const struct braid_verbs_ep_addr *peer) {
-  if (ep->connected || ep->failed) {
+  if (ep->connected || ep->failed || !ep->qp) {
     BRAID_WARN("%s: connect on an endpoint that is %s", ep->name, ep->failed ? "failed" : "already connected");
     return -1;
   }
@@ -438,6 +438,7 @@ static void complete(struct braid_verbs_ep *ep, const struct ibv_wc *wc, struct 
 int braid_verbs_ep_poll(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, int max) {
   struct ibv_wc wc[16];
   int got = 0;
+  if (!ep->cq) return 0; /* a renewal that failed half-way: nothing posted, nothing to see */
   while (got < max) {
     int want = max - got < 16 ? max - got : 16;
     int n = ibv_poll_cq(ep->cq, want, wc);
@@ -477,7 +478,7 @@ int braid_verbs_ep_port_events(struct braid_verbs_ep *ep, char *why, size_t whyl
 
 int braid_verbs_ep_fence(struct braid_verbs_ep *ep) {
   ep->failed = true;
-  if (ep->fenced) return 0;
+  if (ep->fenced || !ep->qp) return 0;
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
   int rc = fn.modify_qp(ep->qp, &a, IBV_QP_STATE);
   if (rc) {
@@ -486,6 +487,72 @@ int braid_verbs_ep_fence(struct braid_verbs_ep *ep) {
   }
   ep->fenced = true;
   return 0;
+}
+
+/* The QP and CQ of a fenced endpoint replaced (verbs_ep.h).  Destroying the QP ends whatever it
+ * still held; destroying the CQ drops any completion of it not yet polled, so nothing of the old
+ * queue pair is ever reported as the new one's. */
+int braid_verbs_ep_renew(struct braid_verbs_ep *ep) {
+  if (ep->qp) {
+    if (!ep->fenced) braid_verbs_ep_fence(ep);
+    int rc = fn.destroy_qp(ep->qp);
+    if (rc) BRAID_WARN("%s: ibv_destroy_qp failed: %s", ep->name, strerror(rc));
+    ep->qp = NULL;
+  }
+  if (ep->cq) {
+    int rc = fn.destroy_cq(ep->cq);
+    if (rc) BRAID_WARN("%s: ibv_destroy_cq failed: %s", ep->name, strerror(rc));
+    ep->cq = NULL;
+  }
+  ep->send_head = ep->send_tail = 0;
+  ep->recv_posted = 0;
+  ep->connected = ep->fenced = false;
+  ep->failed = true; /* until the new queue pair is in place */
+  struct ibv_port_attr pa;
+  if (!braid_verbs_port_query(ep->ctx, (uint8_t)ep->rail.port, &pa)) {
+    ep->lid = pa.lid;
+    ep->mtu = mtu_cap(pa.active_mtu);
+  }
+  if (!(ep->cq = fn.create_cq(ep->ctx, 2 * ep->depth, NULL, NULL, 0))) {
+    BRAID_WARN("%s: ibv_create_cq (%d entries) failed: %s", ep->name, 2 * ep->depth, strerror(errno));
+    return -1;
+  }
+  if (create_qp(ep) || to_init(ep, ep->qp)) return -1;
+  ep->failed = false;
+  for (int i = 0; i < ep->depth; i++)
+    if (post_recv_slot(ep, i)) {
+      ep->failed = true;
+      return -1;
+    }
+  ep->psn = new_psn(ep->qp->qp_num);
+  BRAID_INFO(NCCL_NET, "%s: new RC QP %u for a rejoin", ep->name, ep->qp->qp_num);
+  return 0;
+}
+
+bool braid_verbs_ep_port_ready(struct braid_verbs_ep *ep, char *why, size_t whylen) {
+  struct ibv_port_attr pa;
+  if (braid_verbs_port_query(ep->ctx, (uint8_t)ep->rail.port, &pa)) {
+    snprintf(why, whylen, "its port cannot be queried");
+    return false;
+  }
+  if (pa.state != IBV_PORT_ACTIVE) {
+    snprintf(why, whylen, "its port is %s", pa.state == IBV_PORT_DOWN ? "down" : "not active yet");
+    return false;
+  }
+  if (ep->rail.link != BRAID_LINK_ETH) return true;
+  uint8_t gid[16];
+  if (!braid_verbs_gid(ep->ctx, ep->rail.port, ep->rail.gid_index, gid)) {
+    snprintf(why, whylen, "its GID %d is empty (the interface has no address yet)", ep->rail.gid_index);
+    return false;
+  }
+  if (memcmp(gid, ep->rail.gid, 16)) {
+    char was[64], now[64];
+    braid_verbs_gid_str(ep->rail.gid, was, sizeof was);
+    braid_verbs_gid_str(gid, now, sizeof now);
+    BRAID_INFO(NCCL_NET, "%s: GID %d is now %s (was %s)", ep->name, ep->rail.gid_index, now, was);
+    memcpy(ep->rail.gid, gid, 16);
+  }
+  return true;
 }
 
 bool braid_verbs_ep_drained(const struct braid_verbs_ep *ep) {

@@ -108,6 +108,17 @@ int braid_verbs_ep_fence(struct braid_verbs_ep *ep);
  * landed before the fence have all been seen. */
 bool braid_verbs_ep_drained(const struct braid_verbs_ep *ep);
 const char *braid_verbs_ep_name(const struct braid_verbs_ep *ep); /* "rxe_a0:1" */
+/* Whether the endpoint's port can carry traffic again: ACTIVE and, over Ethernet, a GID at the
+ * rail's index (taken as the rail's from now on: it may have changed while the port was down).
+ * false with the reason. */
+bool braid_verbs_ep_port_ready(struct braid_verbs_ep *ep, char *why, size_t whylen);
+/* A fenced endpoint made new, for a rejoin: its QP and CQ destroyed (nothing of the old queue
+ * pair can land, complete or be reported any more) and new ones created, in INIT, with the
+ * control receives posted; the protection domain, and with it every registration and its keys,
+ * stays.  Its address (a new QP number and PSN, the port's current GID) goes to the peer, then
+ * connect as after open.  0, or -1 with a WARN (the endpoint stays failed; renew may be tried
+ * again). */
+int braid_verbs_ep_renew(struct braid_verbs_ep *ep);
 /* Receives posted and not yet seen through poll: what the peer may still send or write with an
  * immediate before this side polls again (more would be RNR-NAKed and wait). */
 int braid_verbs_ep_recv_posted(const struct braid_verbs_ep *ep);
