@@ -39,10 +39,7 @@
 #include <stdint.h>
 
 #include "transport/verbs/verbs_ep.h"
-
-#define BRAID_VC_MAX_RAILS 8
-#define BRAID_VC_SLOTS 8         /* receives outstanding per connection (NCCL posts up to 8) */
-#define BRAID_VC_MAX_CHUNKS 16384 /* per message */
+#include "transport/verbs/verbs_limits.h"
 
 struct braid_vc;
 
@@ -79,7 +76,6 @@ void braid_vc_dereg(struct braid_vc *vc, struct braid_vc_mem *m);
  * posted (*req), 1 no room (test earlier flushes first), -1 failed (braid_vc_error).
  * flush_test: 0 (*done once every read completed), -1 when a read failed (the connection fails
  * with the reason). */
-#define BRAID_VC_FLUSHES 8 /* flushes in flight */
 int braid_vc_flush(struct braid_vc *vc, const void *buf, struct braid_vc_mem *mem, int *req);
 int braid_vc_flush_test(struct braid_vc *vc, int req, bool *done);
 
@@ -105,11 +101,15 @@ void braid_vc_describe(const struct braid_vc *vc, char *buf, size_t len);
 /* Bytes each rail carried (acknowledged writes), for telemetry and tests. */
 uint64_t braid_vc_rail_bytes(const struct braid_vc *vc, int rail);
 bool braid_vc_rail_down(const struct braid_vc *vc, int rail);
-/* A rail's history on this connection (telemetry, tests): times it failed, times it rejoined,
- * and when it last rejoined (braid_now_ns; 0: never). */
+/* A rail's state and history on this connection (telemetry, tests): the scheduler's state
+ * (enum braid_rail_state) and estimate, bytes carried, times it failed, was demoted as slow and
+ * rejoined, and when it last rejoined (braid_now_ns; 0: never). */
 struct braid_vc_rail_health {
   bool down;
-  unsigned failures, rejoins;
+  int state;
+  double est_Bps;
+  uint64_t bytes;
+  unsigned failures, demotions, rejoins;
   uint64_t last_rejoin_ns;
 };
 void braid_vc_rail_health(const struct braid_vc *vc, int rail, struct braid_vc_rail_health *h);

@@ -1,5 +1,6 @@
 /* Inside a verbs connection (verbs_conn.h): its state, shared by verbs_conn.c (the data path,
- * fencing) and verbs_rejoin.c (failed rails coming back).  Nothing else includes this. */
+ * fencing) and verbs_rejoin.c (failed rails coming back).  Nothing else includes this; it does
+ * not include verbs_conn.h (the modules include each other in one direction only). */
 #ifndef BRAID_VERBS_VC_H
 #define BRAID_VERBS_VC_H
 
@@ -8,8 +9,9 @@
 #include <stdint.h>
 
 #include "stripe/sched.h"
-#include "transport/verbs/verbs_conn.h"
+#include "transport/verbs/verbs_ep.h"
 #include "transport/verbs/verbs_flush.h"
+#include "transport/verbs/verbs_limits.h"
 #include "wire/verbs.h"
 
 enum { CH_UNSENT, CH_INFLIGHT, CH_ACKED };
@@ -121,6 +123,7 @@ struct braid_vc {
   uint16_t r_posted;
   struct rreq r[BRAID_VC_SLOTS];
   struct vc_rejoin rj[BRAID_VC_MAX_RAILS]; /* failed rails coming back (verbs_rejoin.c) */
+  uint32_t demotions[BRAID_VC_MAX_RAILS];  /* times the scheduler demoted the rail as slow */
   /* receiver: GPUDirect flushes (one loopback QP per rail, opened at the first flush) */
   struct braid_verbs_flush *flush[BRAID_VC_MAX_RAILS];
   struct {
