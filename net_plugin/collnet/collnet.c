@@ -611,6 +611,11 @@ static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct serve
   for (int i = 0; i < cc->nservers; i++) {
     struct ps_srv *s = &cc->srv[i];
     snprintf(s->name, sizeof s->name, "%s:%s", servers->host[i], servers->port[i]);
+    s->stats = braid_telemetry_add_server(cc->dev, cc->rank, s->name);
+    if (s->stats) {
+      atomic_store(&s->stats->up, hs[i].st == HS_READY);
+      atomic_store(&s->stats->failures, hs[i].st != HS_READY);
+    }
     if (hs[i].st == HS_READY) {
       s->fd = hs[i].fd;
       s->auth = hs[i].auth;

@@ -10,6 +10,7 @@
 #include "auth.h"
 #include "clock.h"
 #include "proto.h"
+#include "stripe/telemetry.h"
 
 /* Operations one head may have issued and not yet reported done; also the distance at which
  * rank 0's weights take effect (every head has received op seq's results before it may issue op
@@ -100,6 +101,7 @@ struct ps_srv {
   struct ps_mac rmac;
   char text[PS_MAX_TEXT + 1];
   uint64_t parts, bytes_out, bytes_in;
+  struct braid_server_stats *stats; /* telemetry (NULL: not reported) */
 };
 
 #define COLL_MAGIC 0x43535042u /* "BPSC": a live braid_collcomm */

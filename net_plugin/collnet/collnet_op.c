@@ -85,6 +85,7 @@ static void push_part(struct braid_collcomm *cc, struct ps_op *op, uint32_t p) {
   }
   ps_rate_start(&cc->rate[pt->server], braid_now_ns());
   s->parts++;
+  if (s->stats) atomic_fetch_add(&s->stats->parts, 1);
 }
 
 static void release_part(struct ps_op *op, struct ps_part *pt) {
@@ -110,6 +111,10 @@ void ps_client_lose(struct braid_collcomm *cc, int si, const char *why) {
   if (s->lost) return;
   s->lost = 1;
   cc->lost |= 1u << si;
+  if (s->stats) {
+    atomic_store(&s->stats->up, 0);
+    atomic_fetch_add(&s->stats->failures, 1);
+  }
   if (s->fd >= 0) close(s->fd);
   s->fd = -1;
   q_free(&s->data);
@@ -310,6 +315,7 @@ static void on_frame(struct braid_collcomm *cc, int si) {
   pt->state = PART_RESULT;
   pt->had_result = 1;
   s->bytes_in += h->len;
+  if (s->stats) atomic_fetch_add(&s->stats->result_bytes, h->len);
   ps_rate_done(&cc->rate[si], braid_now_ns(), h->len);
   memcpy(op->next_weights, h->weights, PS_MAX_SERVERS);
   op->have_next = 1;
@@ -600,6 +606,7 @@ ncclResult_t braid_coll_test(void *request, int *done, int *size) {
   pthread_mutex_lock(&op->cc->mu);
   ncclResult_t rc = test_locked(op->cc, op, done, size);
   pthread_mutex_unlock(&op->cc->mu);
+  if (braid_telemetry_on()) braid_telemetry_tick(braid_now_ns()); /* the servers' metrics too */
   return rc;
 }
 
@@ -643,6 +650,8 @@ void braid_coll_idle_progress(void) {
 
 void ps_client_teardown(struct braid_collcomm *cc) {
   for (int i = 0; i < cc->nservers; i++) {
+    braid_telemetry_remove_server(cc->srv[i].stats);
+    cc->srv[i].stats = NULL;
     if (cc->srv[i].fd >= 0) close(cc->srv[i].fd);
     cc->srv[i].fd = -1;
     q_free(&cc->srv[i].data);

@@ -13,8 +13,10 @@
 #include "tmpfile.h"
 
 #define TELEMETRY_SLOTS 4096
+#define SERVER_SLOTS 1024
 
 static struct braid_rail_stats telemetry_slots[TELEMETRY_SLOTS];
+static struct braid_server_stats server_slots[SERVER_SLOTS];
 /* Guards slot labels between add/remove and readers (rare); counters are atomics. */
 static pthread_mutex_t telemetry_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint_fast64_t telemetry_next_ns;
@@ -31,6 +33,7 @@ struct braid_rail_stats *braid_telemetry_add(int dev, int rail, const char *peer
     atomic_store(&s->bytes, 0), atomic_store(&s->chunks, 0), atomic_store(&s->resent, 0);
     atomic_store(&s->failovers, 0), atomic_store(&s->demotions, 0);
     atomic_store(&s->state, 0), atomic_store(&s->est_bps, 0);
+    atomic_store(&s->rejoins, 0), atomic_store(&s->last_rejoin_ns, 0);
     atomic_store(&s->in_use, 1); /* published: readers see the labels complete */
     pthread_mutex_unlock(&telemetry_lock);
     return s;
@@ -48,6 +51,41 @@ void braid_telemetry_remove(struct braid_rail_stats *s) {
   pthread_mutex_unlock(&telemetry_lock);
 }
 
+struct braid_server_stats *braid_telemetry_add_server(int dev, int rank, const char *server) {
+  pthread_mutex_lock(&telemetry_lock);
+  for (int i = 0; i < SERVER_SLOTS; i++) {
+    int free_slot = 0;
+    if (!atomic_compare_exchange_strong(&server_slots[i].in_use, &free_slot, 2)) continue;
+    struct braid_server_stats *s = &server_slots[i];
+    s->dev = dev, s->rank = rank;
+    snprintf(s->server, sizeof s->server, "%s", server);
+    for (char *c = s->server; *c; c++) /* a label value: no quote, backslash or line break */
+      if (*c == '"' || *c == '\\' || *c == '\n') *c = '_';
+    atomic_store(&s->up, 0), atomic_store(&s->failures, 0);
+    atomic_store(&s->parts, 0), atomic_store(&s->result_bytes, 0);
+    atomic_store(&s->in_use, 1);
+    pthread_mutex_unlock(&telemetry_lock);
+    return s;
+  }
+  pthread_mutex_unlock(&telemetry_lock);
+  BRAID_WARN_ONCE("telemetry registry full (%d braid-ps servers): further servers are not reported",
+                  SERVER_SLOTS);
+  return NULL;
+}
+
+void braid_telemetry_remove_server(struct braid_server_stats *s) {
+  if (!s) return;
+  pthread_mutex_lock(&telemetry_lock);
+  atomic_store(&s->in_use, 0);
+  pthread_mutex_unlock(&telemetry_lock);
+}
+
+void braid_telemetry_rejoined(struct braid_rail_stats *s, uint64_t now_ns) {
+  if (!s) return;
+  atomic_fetch_add(&s->rejoins, 1);
+  atomic_store(&s->last_rejoin_ns, now_ns ? now_ns : 1);
+}
+
 static const char *const telemetry_metrics[][3] = {
     {"braid_rail_bytes_total", "counter", "Bytes delivered on a rail (acknowledged by the peer)"},
     {"braid_rail_chunks_total", "counter", "Chunks delivered on a rail"},
@@ -56,9 +94,37 @@ static const char *const telemetry_metrics[][3] = {
     {"braid_rail_demotions_total", "counter", "Times the rail was demoted as far slower than its peers"},
     {"braid_rail_state", "gauge", "0 active, 1 degraded (probed), 2 probing, 3 down"},
     {"braid_rail_estimate_bits_per_second", "gauge", "Delivered throughput the scheduler measures"},
+    {"braid_rail_rejoins_total", "counter", "Times the rail came back after going down"},
+    {"braid_rail_last_rejoin_timestamp_seconds", "gauge", "When the rail last came back (Unix time; 0: never)"},
 };
+#define TELEMETRY_METRICS (int)(sizeof telemetry_metrics / sizeof telemetry_metrics[0])
 
-static uint64_t telemetry_value(struct braid_rail_stats *s, int metric) {
+static const char *const server_metrics[][3] = {
+    {"braid_ps_server_up", "gauge", "1 while the braid-ps server serves this CollNet head, 0 once lost"},
+    {"braid_ps_server_failures_total", "counter", "Times the server was lost (or unusable at set-up)"},
+    {"braid_ps_server_partitions_total", "counter", "Partitions this head pushed to the server"},
+    {"braid_ps_server_result_bytes_total", "counter", "Summed bytes the server returned to this head"},
+};
+#define SERVER_METRICS (int)(sizeof server_metrics / sizeof server_metrics[0])
+
+static uint64_t server_value(struct braid_server_stats *s, int metric) {
+  switch (metric) {
+    case 0: return (uint64_t)atomic_load(&s->up);
+    case 1: return atomic_load(&s->failures);
+    case 2: return atomic_load(&s->parts);
+    default: return atomic_load(&s->result_bytes);
+  }
+}
+
+/* A braid_now_ns instant as Unix seconds (now: the same clock's reading and CLOCK_REALTIME's). */
+static uint64_t telemetry_unix_s(uint64_t at_ns, uint64_t now_ns, const struct timespec *real) {
+  uint64_t ago = now_ns > at_ns ? now_ns - at_ns : 0;
+  uint64_t real_ns = (uint64_t)real->tv_sec * 1000000000ull + (uint64_t)real->tv_nsec;
+  return real_ns > ago ? (real_ns - ago) / 1000000000ull : 0;
+}
+
+static uint64_t telemetry_value(struct braid_rail_stats *s, int metric, uint64_t now_ns,
+                                const struct timespec *real) {
   switch (metric) {
     case 0: return atomic_load(&s->bytes);
     case 1: return atomic_load(&s->chunks);
@@ -66,7 +132,12 @@ static uint64_t telemetry_value(struct braid_rail_stats *s, int metric) {
     case 3: return atomic_load(&s->failovers);
     case 4: return atomic_load(&s->demotions);
     case 5: return (uint64_t)atomic_load(&s->state);
-    default: return atomic_load(&s->est_bps);
+    case 6: return atomic_load(&s->est_bps);
+    case 7: return atomic_load(&s->rejoins);
+    default: {
+      uint64_t at = atomic_load(&s->last_rejoin_ns);
+      return at ? telemetry_unix_s(at, now_ns, real) : 0;
+    }
   }
 }
 
@@ -77,10 +148,11 @@ int braid_telemetry_write(const char *path) {
   pthread_mutex_lock(&telemetry_lock);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t now_ns = braid_now_ns();
   fprintf(f, "# HELP braid_metrics_time_seconds When this file was written\n"
              "# TYPE braid_metrics_time_seconds gauge\nbraid_metrics_time_seconds{pid=\"%d\"} %lld.%03ld\n",
           (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec / 1000000);
-  for (int m = 0; m < 7; m++) {
+  for (int m = 0; m < TELEMETRY_METRICS; m++) {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", telemetry_metrics[m][0], telemetry_metrics[m][2],
             telemetry_metrics[m][0], telemetry_metrics[m][1]);
     for (int i = 0; i < TELEMETRY_SLOTS; i++) {
@@ -88,7 +160,20 @@ int braid_telemetry_write(const char *path) {
       if (atomic_load(&s->in_use) != 1) continue;
       fprintf(f, "%s{pid=\"%d\",dev=\"%d\",peer=\"%s\",rail=\"%d\",nic=\"%s\"} %llu\n",
               telemetry_metrics[m][0], (int)getpid(), s->dev, s->peer, s->rail, s->nic,
-              (unsigned long long)telemetry_value(s, m));
+              (unsigned long long)telemetry_value(s, m, now_ns, &ts));
+    }
+  }
+  for (int m = 0; m < SERVER_METRICS; m++) {
+    bool any = false;
+    for (int i = 0; i < SERVER_SLOTS; i++) {
+      struct braid_server_stats *s = &server_slots[i];
+      if (atomic_load(&s->in_use) != 1) continue;
+      if (!any)
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", server_metrics[m][0], server_metrics[m][2],
+                server_metrics[m][0], server_metrics[m][1]);
+      any = true;
+      fprintf(f, "%s{pid=\"%d\",dev=\"%d\",rank=\"%d\",server=\"%s\"} %llu\n", server_metrics[m][0],
+              (int)getpid(), s->dev, s->rank, s->server, (unsigned long long)server_value(s, m));
     }
   }
   pthread_mutex_unlock(&telemetry_lock);

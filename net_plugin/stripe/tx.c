@@ -196,6 +196,7 @@ static void tx_log_event(struct braid_comm *c, const struct braid_sched_event *e
     atomic_store(&st->state, (int)e->to);
     if (e->to == BRAID_RAIL_DEGRADED && e->from != BRAID_RAIL_DEGRADED) atomic_fetch_add(&st->demotions, 1);
     if (e->to == BRAID_RAIL_DOWN && e->from != BRAID_RAIL_DOWN) atomic_fetch_add(&st->failovers, 1);
+    if (e->reason == BRAID_SCHED_RESTORED) braid_telemetry_rejoined(st, e->at_ns);
   }
   bool quiet = e->from == e->to || e->reason == BRAID_SCHED_PROBE_OK;
   braid_log(quiet ? NCCL_LOG_INFO : NCCL_LOG_WARN, quiet ? NCCL_NET : NCCL_ALL, __FILE__, __LINE__,

@@ -75,13 +75,33 @@ done
 
 # A server killed mid-run: every iteration verified (--check-all: each its own data and a
 # poisoned output; 3 ranks x (1 warm-up + 60 + 1 verify pass) outputs checked), the run
-# succeeds, the loss was logged.
+# succeeds, the loss was logged, and every head's metrics file (BRAID_METRICS_FILE) shows the
+# killed server lost once and the other two up, each having taken partitions.
+server_metric() { # METRIC SERVER-PORT: "VALUE" per head
+  sed -n "s/^$1{.*server=\"127.0.0.1:$2\"} \([0-9]*\)\$/\1/p" "$tmp"/metrics.*
+}
 if want collnet-server-killed; then
 ( sleep 3; kill -9 "${spid[1]}" ) &
 killer=$!
-if timeout 300 "$PERF" "${C[@]}" -n 3 -b 16M -e 16M --iters 60 -w 1 --check-all >"$tmp/out" 2>&1 &&
-   grep -q "Outputs checked      : 186 (all ranks; every iteration)" "$tmp/out" &&
-   grep -q "lost" "$tmp/out"; then ok "collnet-server-killed"; else bad "collnet-server-killed"; fi
+rm -f "$tmp"/metrics.*
+why=""
+if ! BRAID_METRICS_FILE="$tmp/metrics.%p" BRAID_METRICS_INTERVAL_MS=100 \
+     timeout 300 "$PERF" "${C[@]}" -n 3 -b 16M -e 16M --iters 60 -w 1 --check-all >"$tmp/out" 2>&1; then
+  why="exit status"
+elif ! grep -q "Outputs checked      : 186 (all ranks; every iteration)" "$tmp/out"; then why="not every iteration checked"
+elif ! grep -q "lost" "$tmp/out"; then why="the loss was not logged"
+elif [ "$(server_metric braid_ps_server_up "${port[1]}" | tr -d '\n')" != 000 ]; then
+  why="server 1 up in the heads' metrics: $(server_metric braid_ps_server_up "${port[1]}" | tr '\n' ' ')"
+elif [ "$(server_metric braid_ps_server_failures_total "${port[1]}" | tr -d '\n')" != 111 ]; then
+  why="server 1's failures per head: $(server_metric braid_ps_server_failures_total "${port[1]}" | tr '\n' ' ')"
+else
+  for n in 0 2; do
+    [ "$(server_metric braid_ps_server_up "${port[$n]}" | tr -d '\n')" = 111 ] || why="server $n not up on every head"
+    server_metric braid_ps_server_partitions_total "${port[$n]}" | awk '$1 == 0 { f = 1 } END { exit !f }' &&
+      why="server $n took no partition from a head"
+  done
+fi
+if [ -z "$why" ]; then ok "collnet-server-killed"; else bad "collnet-server-killed ($why)"; ls "$tmp"; fi
 wait "$killer"
 fi
 

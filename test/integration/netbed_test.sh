@@ -217,6 +217,12 @@ reset_case() {
     grep -q "send stream [02-9] .* reconnected" "$tmp/r0" && why="another stream reconnected"
     n=$(grep -c "receive stream 1 (rail 1, eth1) from .* rejoined" "$tmp/r1")
     [ -z "$why" ] && [ "$n" -ne "$want" ] && why="the receiver took stream 1 back $n times over $want connections"
+    # the metrics say so: rail 1 rejoined once on every connection, at a time in this run
+    [ -z "$why" ] && [ "$(rail_metric braid_rail_rejoins_total 1 | awk '$2 == 1' | wc -l)" -ne "$want" ] &&
+      why="rail 1's rejoin counted once on $(rail_metric braid_rail_rejoins_total 1 | awk '$2 == 1' | wc -l) of $want connections"
+    [ -z "$why" ] && rail_metric braid_rail_last_rejoin_timestamp_seconds 1 |
+      awk -v t0="$run_start" -v t1="$(date +%s)" '$2 < t0 || $2 > t1 { f = 1 } END { exit !f }' &&
+      why="rail 1's last rejoin time is outside the run ($run_start to now)"
     while [ -z "$why" ] && read -r peer v; do
       mid=$(rail_metric braid_rail_bytes_total 1 "$tmp/mid" | awk -v p="$peer" '$1 == p { print $2 }')
       # At least a probe's 16 KiB: a rail the scheduler demoted meanwhile (slow under load) is
@@ -233,7 +239,7 @@ reset_case() {
     done < <(rail_metric braid_rail_bytes_total 1)
   fi
   if [ -z "$why" ] && [ $OFI = 0 ]; then
-    ok "rail reset mid-run: every iteration verified, stream 1 reconnected and rejoined once per connection, rail 1's failover counted and data through it after"
+    ok "rail reset mid-run: every iteration verified, stream 1 reconnected and rejoined once per connection, rail 1's failover and rejoin counted and data through it after"
   elif [ -z "$why" ]; then
     ok "rail reset mid-run: every iteration verified, rail 1 down on every connection (counted), the others carried the rest"
   else
@@ -244,6 +250,7 @@ reset_case() {
 }
 if want reset; then
   rm -f "$tmp"/metrics.*; mid_alive=0
+  run_start=$(date +%s)
   if BRAID_METRICS_FILE="$tmp/metrics.%p" BRAID_METRICS_INTERVAL_MS=100 ITERS=100 run reset reset; then
     reset_case
   else bad "rail reset mid-run"; fi

@@ -11,7 +11,8 @@
 #       (an asynchronous event), the rail is fenced, the run completes verified;
 #   (6) rails at 50 Mbit/s, rail 3 at 5 Mbit/s: the run completes verified;
 #   (8) two rails, rail 1's interface taken down for 2 s and brought back mid-run: the run
-#       completes verified, rail 1 rejoins (the INFO line) and carries data again (bytes counted
+#       completes verified, rail 1 rejoins (the INFO line; counted on every connection in the
+#       sender's BRAID_METRICS_FILE) and carries data again (bytes counted
 #       on va1 after the rejoin); (9) the same with rail 1 flapping 5 times;
 #   (7) NCCL's optional completion: braid-perf hints its LL/LL128 receives as NCCL 2.24+ does;
 #       over one rail (va0/vb0) braid completes them early (the peer's RDMA writes land without
@@ -82,13 +83,20 @@ ip link set vb1 up; braid-fabric route 1
 # bytes, counted from the last time it came back to the end of the run).
 rejoin() {
   local name=$1 flaps=$2 iters=$3
-  IFA==va0,va1 IFB==vb0,vb1 CHECKED=$((iters + 2)) run "$name" "for i in \$(seq $flaps); do ip link set vb1 down; sleep 2; ip link set vb1 up; braid-fabric route 1; cat /sys/class/net/va1/statistics/tx_bytes >/tmp/$name.tx0; sleep 3; done" -- sendrecv --oneway -b 8M -e 8M -w 1 -i "$iters"
+  IFA==va0,va1 IFB==vb0,vb1 CHECKED=$((iters + 2)) BRAID_METRICS_FILE=/tmp/$name.metrics.%p BRAID_METRICS_INTERVAL_MS=100 run "$name" "for i in \$(seq $flaps); do ip link set vb1 down; sleep 2; ip link set vb1 up; braid-fabric route 1; cat /sys/class/net/va1/statistics/tx_bytes >/tmp/$name.tx0; sleep 3; done" -- sendrecv --oneway -b 8M -e 8M -w 1 -i "$iters"
   local joins tx
   joins=$(grep -c "verbs rail 1 (rxe_a1:1): rejoined after" /tmp/$name.r0)
   tx=$(( $(cat /sys/class/net/va1/statistics/tx_bytes) - $(cat /tmp/$name.tx0) ))
   [ "$joins" -ge "$flaps" ] || fail "($name) rail 1 rejoined $joins times, flapped $flaps times"
   [ "$tx" -ge $((4 << 20)) ] || fail "($name) rail 1 carried $tx bytes after its last return (want >= 4 MiB)"
-  echo "verbs-perf: $name: rail 1 rejoined $joins times (all connections), then carried $((tx >> 20)) MiB"
+  # the sender's metrics file: rail 1's rejoins counted on every connection, with a time
+  local counts
+  counts=$(cat /tmp/$name.metrics.* | sed -n 's/^braid_rail_rejoins_total{.*rail="1".*} \([0-9]*\)$/\1/p' | tr '\n' ' ')
+  [ -n "$counts" ] || fail "($name) no rail 1 in the sender's metrics"
+  for n in $counts; do [ "$n" -ge 1 ] || fail "($name) a connection's rail 1 rejoins counted: $counts"; done
+  grep -q '^braid_rail_last_rejoin_timestamp_seconds{.*rail="1".*} 0$' /tmp/$name.metrics.* &&
+    fail "($name) a connection's rail 1 has no last rejoin time"
+  echo "verbs-perf: $name: rail 1 rejoined $joins times (all connections; metrics per connection: $counts), then carried $((tx >> 20)) MiB"
 }
 rejoin rejoin 1 60
 rejoin flap 5 150

@@ -506,6 +506,7 @@ int braid_vc_progress(struct braid_vc *vc) {
     for (int i = 0; i < n; i++) {
       if (e[i].reason == BRAID_SCHED_STALLED && vc->sender)
         vci_fail_rail(vc, e[i].rail, "no write completed for too long (stalled)");
+      if (e[i].reason == BRAID_SCHED_SLOW) vc->demotions[e[i].rail]++;
       if (e[i].reason == BRAID_SCHED_SLOW || e[i].reason == BRAID_SCHED_RECOVERED ||
           e[i].reason == BRAID_SCHED_LAST_LEFT)
         BRAID_WARN("verbs rail %d (%s): %s (%.0f Mbit/s measured, best other %.0f Mbit/s)", e[i].rail,
@@ -764,8 +765,11 @@ bool braid_vc_usage_error(const struct braid_vc *vc) { return vc->usage; }
 uint64_t braid_vc_rail_bytes(const struct braid_vc *vc, int rail) { return vc->rail_bytes[rail]; }
 bool braid_vc_rail_down(const struct braid_vc *vc, int rail) { return vc->down[rail]; }
 void braid_vc_rail_health(const struct braid_vc *vc, int rail, struct braid_vc_rail_health *h) {
-  *h = (struct braid_vc_rail_health){.down = vc->down[rail], .failures = vc->rj[rail].failures,
-                                     .rejoins = vc->rj[rail].rejoins, .last_rejoin_ns = vc->rj[rail].last_rejoin_ns};
+  const struct braid_sched_rail *sr = &vc->sched.rail[rail];
+  *h = (struct braid_vc_rail_health){.down = vc->down[rail], .state = (int)sr->state, .est_Bps = sr->est_Bps,
+                                     .bytes = vc->rail_bytes[rail], .failures = vc->rj[rail].failures,
+                                     .demotions = vc->demotions[rail], .rejoins = vc->rj[rail].rejoins,
+                                     .last_rejoin_ns = vc->rj[rail].last_rejoin_ns};
 }
 uint64_t braid_vc_rail_flushes(const struct braid_vc *vc, int rail) { return vc->flush_reads[rail]; }
 

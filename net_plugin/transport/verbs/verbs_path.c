@@ -16,6 +16,7 @@
 #include "log.h"
 #include "nccl_plugin/net.h"
 #include "param.h"
+#include "stripe/telemetry.h"
 #include "transport/verbs/verbs_conn.h"
 #include "transport/verbs/verbs_dev.h"
 #include "wire/verbs.h"
@@ -38,6 +39,7 @@ _Static_assert(BRAID_LINK_IB == BRAID_VADDR_LINK_IB && BRAID_LINK_ETH == BRAID_V
  * the caller's next test), so that a consumer testing only its last request still gets there. */
 struct vpath {
   struct braid_vc *vc;
+  uint64_t published_ns; /* sender: when the rails' telemetry was last brought up to date */
   struct braid_link_startup link; /* the queue pairs' addresses, exchanged on stream 0 */
   struct braid_req **order;       /* c->nreqs entries: requests not completed, posting order */
   int norder, nwait;              /* of which the last nwait wait their turn */
@@ -237,6 +239,29 @@ static ncclResult_t vp_flush(struct braid_comm *c, struct braid_req *r, void *da
   return ncclSuccess;
 }
 
+/* Sender: the connection's rails into the comm's telemetry slots (the metrics file, braid-stat,
+ * the tuner's snapshot), at most every VPUB_NS. */
+#define VPUB_NS 50000000ull
+static void vp_publish(struct braid_comm *c, struct vpath *p) {
+  uint64_t now = braid_now_ns();
+  if (c->kind != BRAID_COMM_SEND || now - p->published_ns < VPUB_NS) return;
+  p->published_ns = now;
+  for (int r = 0; r < c->nrails && r < 16; r++) {
+    struct braid_rail_stats *st = c->stats[r];
+    if (!st) continue;
+    struct braid_vc_rail_health h;
+    braid_vc_rail_health(p->vc, r, &h);
+    atomic_store(&st->bytes, h.bytes);
+    atomic_store(&st->state, h.state);
+    atomic_store(&st->est_bps, (uint64_t)(h.est_Bps * 8));
+    atomic_store(&st->failovers, h.failures);
+    atomic_store(&st->demotions, h.demotions);
+    atomic_store(&st->rejoins, h.rejoins);
+    atomic_store(&st->last_rejoin_ns, h.last_rejoin_ns);
+  }
+  if (c->metrics) braid_telemetry_tick(now);
+}
+
 static ncclResult_t vp_test(struct braid_comm *c, struct braid_req *r) {
   struct braid_vc *vc = vp_vc(c);
   size_t size = 0; /* an early receive's size is not known yet: 0 */
@@ -248,6 +273,7 @@ static ncclResult_t vp_test(struct braid_comm *c, struct braid_req *r) {
     return ncclSuccess;
   }
   if (vp_pump(c)) return vp_fail(c);
+  vp_publish(c, c->path_state);
   if (r->done) return ncclSuccess; /* completed by vp_pump */
   if (r->vreq < 0) return ncclSuccess; /* still waiting its turn */
   if (r->early ? braid_vc_progress(vc) : braid_vc_test(vc, r->vreq, &done, &size)) return vp_fail(c);
