@@ -45,8 +45,9 @@ run() {
   local a=(sendrecv --oneway -b 8M -e 8M -w 1 -i "$ITERS" --check-all --nranks 2 --rendezvous 127.0.0.1:$port
            --plugin ./libnccl-net-braid.so --timeout 60)
   sample /tmp/$name.samples & local sp=$!
-  NCCL_SOCKET_IFNAME==vb0,vb1 ./braid-perf "${a[@]}" --rank 1 >/tmp/$name.r1 2>&1 &
-  NCCL_SOCKET_IFNAME==va0,va1 ./braid-perf "${a[@]}" --rank 0 >/tmp/$name.r0 2>&1 &
+  NCCL_SOCKET_IFNAME==vb0,vb1 timeout 300 ./braid-perf "${a[@]}" --rank 1 >/tmp/$name.r1 2>&1 &
+  local p1=$!
+  NCCL_SOCKET_IFNAME==va0,va1 timeout 300 ./braid-perf "${a[@]}" --rank 0 >/tmp/$name.r0 2>&1 &
   local p0=$!
   for _ in $(seq 600); do grep -q "(elements)" /tmp/$name.r0 && break; kill -0 $p0 2>/dev/null || break; sleep 0.1; done
   if [ "$flap" = 1 ]; then
@@ -54,7 +55,7 @@ run() {
   fi
   local rc=0
   wait $p0 || rc=$?
-  wait
+  wait $p1
   kill $sp; wait $sp 2>/dev/null
   if [ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" /tmp/$name.r0; then echo "$name ok"; else echo "$name fail"; tail -5 /tmp/$name.r0; fi
 }

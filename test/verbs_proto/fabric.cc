@@ -160,6 +160,7 @@ int braid_verbs_ep_connect(struct braid_verbs_ep *ep, const struct braid_verbs_e
 }
 
 bool braid_verbs_ep_port_ready(struct braid_verbs_ep *ep, char *why, size_t whylen) {
+  ep->port_queries++;
   if (!ep->port_up) snprintf(why, whylen, "its port is down");
   return ep->port_up;
 }
@@ -226,8 +227,10 @@ int braid_verbs_ep_poll(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, in
 bool braid_verbs_ep_failed(const struct braid_verbs_ep *ep) { return ep->fenced || !ep->connected; }
 
 int braid_verbs_ep_port_events(struct braid_verbs_ep *ep, char *why, size_t whylen) {
-  (void)ep, (void)why, (void)whylen;
-  return 0;
+  (void)why, (void)whylen;
+  bool active = ep->port_active_event;
+  ep->port_active_event = false;
+  return active ? 2 : 0;
 }
 
 int braid_verbs_ep_fence(struct braid_verbs_ep *ep) {

@@ -37,6 +37,8 @@ struct braid_verbs_ep {
   bool never_drains = false;  // fenced, it keeps what it held: no flush errors, never drained
   bool connected = false;
   bool port_up = true;  // braid_verbs_ep_port_ready's answer
+  int port_queries = 0; // braid_verbs_ep_port_ready calls
+  bool port_active_event = false;  // braid_verbs_ep_port_events reports PORT_ACTIVE once
   int renewals = 0;     // its queue pair's incarnation: the address's QP number changes with it
   std::deque<braid_verbs_ev> events;
   std::deque<vfab::Op> out;  // posted, not yet delivered

@@ -227,6 +227,30 @@ TEST(VerbsRejoin, ARailWhosePortComesBackRejoinsAndCarriesDataAgain) {
   EXPECT_GT(braid_vc_rail_bytes(p.s, 1), before) << "the rejoined rail carried no data";
 }
 
+// A port down for long is looked at every second at most, and its PORT_ACTIVE event has the
+// rail try at once: the port comes back just after a look, and the rail is back well before the
+// next one would have come.
+TEST(VerbsRejoin, APortActiveEventRejoinsAtOnce) {
+  Pair p(2, 16 * kChunk);
+  unsigned pattern = 1;
+  TransferFor(p, 50000000, &pattern);
+  p.S(1)->port_up = p.R(1)->port_up = false;
+  vfab::FailReceive(p.R(1));
+  TransferFor(p, 10000000000ull, &pattern);  // 10 s down: the back-off is at its longest
+  ASSERT_TRUE(braid_vc_rail_down(p.s, 1));
+  int looks = p.S(1)->port_queries;
+  TransferFor(p, 1100000000ull, &pattern);
+  EXPECT_GE(p.S(1)->port_queries, looks + 1) << "a port down for 10 s is looked at less than every second";
+  looks = p.S(1)->port_queries;
+  for (int i = 0; i < 2000 && p.S(1)->port_queries == looks; i++) TransferFor(p, 1000000, &pattern);
+  ASSERT_GT(p.S(1)->port_queries, looks);  // a look just went by
+  p.S(1)->port_up = p.R(1)->port_up = true;
+  p.S(1)->port_active_event = true;
+  TransferFor(p, 100000000, &pattern);
+  EXPECT_FALSE(braid_vc_rail_down(p.s, 1)) << "the rail waited for its next look despite PORT_ACTIVE";
+  EXPECT_EQ(vfab::delivered[BRAID_VCTL_JOINED], 1);
+}
+
 // The sender's FENCE crosses the rejoin: it was sent when the sender heard of the failure and
 // arrives after the receiver took the rail back.  It names the old generation and is ignored;
 // without generations it would fail the new queue pair.

@@ -454,7 +454,9 @@ int braid_vc_progress(struct braid_vc *vc) {
     vc->next_event_check = now + EVENT_CHECK_NS;
     for (int r = 0; r < vc->nrails && !vc->failed; r++) {
       char why[128];
-      if (!braid_verbs_ep_port_events(vc->ep[r], why, sizeof why)) continue;
+      int pe = braid_verbs_ep_port_events(vc->ep[r], why, sizeof why);
+      if (pe == 2) vci_rejoin_port_active(vc, r, now); /* a down rail tries to rejoin at once */
+      if (pe != 1) continue;
       /* Also on a rail already fenced (the peer, or a timeout, was quicker): the cause is what
        * the operator needs to know. */
       if (vc->down[r])

@@ -457,7 +457,7 @@ bool braid_verbs_ep_failed(const struct braid_verbs_ep *ep) { return ep->failed;
 
 int braid_verbs_ep_port_events(struct braid_verbs_ep *ep, char *why, size_t whylen) {
   struct ibv_async_event e;
-  int down = 0;
+  int down = 0, active = 0;
   while (fn.get_async_event(ep->ctx, &e) == 0) {
     bool ours_port = (e.event_type == IBV_EVENT_PORT_ERR || e.event_type == IBV_EVENT_PORT_ACTIVE ||
                       e.event_type == IBV_EVENT_GID_CHANGE || e.event_type == IBV_EVENT_LID_CHANGE) &&
@@ -470,10 +470,11 @@ int braid_verbs_ep_port_events(struct braid_verbs_ep *ep, char *why, size_t whyl
       down = 1;
     } else if (ours_port) {
       BRAID_INFO(NCCL_NET, "%s: %s", ep->name, fn.event_type_str(e.event_type));
+      active |= e.event_type == IBV_EVENT_PORT_ACTIVE;
     }
     fn.ack_async_event(&e);
   }
-  return down;
+  return down ? 1 : active ? 2 : 0;
 }
 
 int braid_verbs_ep_fence(struct braid_verbs_ep *ep) {

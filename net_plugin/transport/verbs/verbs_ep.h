@@ -98,7 +98,9 @@ int braid_verbs_ep_poll(struct braid_verbs_ep *ep, struct braid_verbs_ev *ev, in
 bool braid_verbs_ep_failed(const struct braid_verbs_ep *ep);
 /* Reads the device's asynchronous events (never blocks): 1 when one says this endpoint can no
  * longer carry data (its port went down, its QP hit a fatal error, the device failed), with the
- * event in why; 0 otherwise (other ports' events are ignored, this port's others logged). */
+ * event in why; else 2 when its port became ACTIVE; 0 otherwise (other ports' events are
+ * ignored, this port's others logged).  (The events are the device context's: one endpoint of
+ * the context reads each, so a caller must not count on seeing every one.) */
 int braid_verbs_ep_port_events(struct braid_verbs_ep *ep, char *why, size_t whylen);
 /* Fences the endpoint: its QP to ERR, so nothing more is sent from it and nothing arriving on it
  * lands in memory; every posted request then completes (flushed) through poll.  0, or -1 with a

@@ -3,8 +3,9 @@
  * A rail fails for good on both ends (fenced: its queue pairs in ERR, the receiver's view of
  * its receives applied by the sender).  Its way back, driven by the sender:
  *   1. the sender waits for its side of the fence (the receiver's FENCED applied), then tries,
- *      backing off (100 ms doubling to 5 s; a rail that failed again soon after a rejoin starts
- *      where it left), until its port is ACTIVE (and, over Ethernet, has its GID);
+ *      backing off (100 ms doubling to 5 s, at most 1 s apart while it only waits for its own
+ *      port, at once on the port's PORT_ACTIVE event; a rail that failed again soon after a
+ *      rejoin starts where it left), until its port is ACTIVE (and, over Ethernet, has its GID);
  *   2. it makes the rail's endpoint new (verbs_ep.h renew: the old queue pair and its completion
  *      queue destroyed, so nothing of them can land or be reported any more; the protection
  *      domain, and every registration's keys, kept) and sends REJOIN with the new queue pair's
@@ -31,24 +32,37 @@
 #include "transport/verbs/verbs_vc.h"
 
 #define RJ_BACKOFF_MIN_NS 100000000ull   /* the first try 100 ms after the fence ... */
-#define RJ_BACKOFF_MAX_NS 5000000000ull  /* ... doubling to 5 s while the port stays down */
+#define RJ_BACKOFF_MAX_NS 5000000000ull  /* ... doubling to 5 s while the peer is not ready ... */
+#define RJ_PORT_MAX_NS 1000000000ull     /* ... and to 1 s while only this side's port is down
+                                            (a local query; its PORT_ACTIVE event tries at once) */
 #define RJ_ANSWER_NS 5000000000ull       /* a REJOIN unanswered this long is asked again */
 #define RJ_STABLE_NS 30000000000ull      /* up this long, a rail's next failure starts afresh */
 
-static void backoff(struct vc_rejoin *j, uint64_t now) {
-  j->next_ns = now + j->backoff_ns;
+static void backoff(struct vc_rejoin *j, uint64_t now, uint64_t max_ns) {
+  uint64_t wait = j->backoff_ns < max_ns ? j->backoff_ns : max_ns;
+  j->next_ns = now + wait;
   j->backoff_ns = j->backoff_ns * 2 > RJ_BACKOFF_MAX_NS ? RJ_BACKOFF_MAX_NS : j->backoff_ns * 2;
 }
 
-/* The reason a try did not go ahead, logged when it changes (not every back-off). */
-static void not_yet(struct braid_vc *vc, int r, const char *why, uint64_t now) {
+/* The reason a try did not go ahead, logged when it changes (not every back-off); max_ns: the
+ * longest wait before the next. */
+static void not_yet_max(struct braid_vc *vc, int r, const char *why, uint64_t now, uint64_t max_ns) {
   struct vc_rejoin *j = &vc->rj[r];
   if (strcmp(j->why, why)) {
     snprintf(j->why, sizeof j->why, "%s", why);
     BRAID_INFO(NCCL_NET, "verbs rail %d (%s): not rejoining yet: %s", r, braid_verbs_ep_name(vc->ep[r]), why);
   }
   j->state = RJ_WAIT;
-  backoff(j, now);
+  backoff(j, now, max_ns);
+}
+
+static void not_yet(struct braid_vc *vc, int r, const char *why, uint64_t now) {
+  not_yet_max(vc, r, why, now, RJ_BACKOFF_MAX_NS);
+}
+
+void vci_rejoin_port_active(struct braid_vc *vc, int r, uint64_t now) {
+  struct vc_rejoin *j = &vc->rj[r];
+  if (vc->sender && vc->down[r] && j->state == RJ_WAIT && j->next_ns > now) j->next_ns = now;
 }
 
 void vci_rejoin_down(struct braid_vc *vc, int r, uint64_t now) {
@@ -60,7 +74,7 @@ void vci_rejoin_down(struct braid_vc *vc, int r, uint64_t now) {
   j->down_ns = now;
   j->why[0] = 0;
   if (!flapped || !j->backoff_ns) j->backoff_ns = RJ_BACKOFF_MIN_NS;
-  backoff(j, now);
+  backoff(j, now, RJ_BACKOFF_MAX_NS);
 }
 
 void vci_rejoin_fence_applied(struct braid_vc *vc, int r) { vc->rj[r].fence_applied = true; }
@@ -72,7 +86,7 @@ bool vci_rejoin_current(const struct braid_vc *vc, int r, uint8_t gen) { return 
 static void s_ask(struct braid_vc *vc, int r, uint64_t now) {
   struct vc_rejoin *j = &vc->rj[r];
   char why[96];
-  if (!braid_verbs_ep_port_ready(vc->ep[r], why, sizeof why)) return not_yet(vc, r, why, now);
+  if (!braid_verbs_ep_port_ready(vc->ep[r], why, sizeof why)) return not_yet_max(vc, r, why, now, RJ_PORT_MAX_NS);
   if (braid_verbs_ep_renew(vc->ep[r])) return not_yet(vc, r, "a new queue pair could not be made", now);
   struct braid_vctl m = {.type = BRAID_VCTL_REJOIN, .rejoin = {.rail = (uint8_t)r, .gen = (uint8_t)(j->gen + 1)}};
   braid_verbs_ep_addr(vc->ep[r], &m.rejoin.addr);

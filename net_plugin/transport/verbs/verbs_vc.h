@@ -147,6 +147,8 @@ void vci_fail_rail(struct braid_vc *vc, int r, const char *why);
 void vci_rejoin_down(struct braid_vc *vc, int r, uint64_t now);
 /* Sender: the receiver's FENCED of rail r applied. */
 void vci_rejoin_fence_applied(struct braid_vc *vc, int r);
+/* Rail r's port became ACTIVE (its event): a down rail waiting to rejoin tries at once. */
+void vci_rejoin_port_active(struct braid_vc *vc, int r, uint64_t now);
 /* Sender: asks for failed rails whose port is up again, completes answered ones. */
 void vci_rejoin_progress(struct braid_vc *vc, uint64_t now);
 /* REJOIN, REJOIN_ACK or JOINED from the peer, which arrived on rail `on`. */
