@@ -88,7 +88,7 @@ static ncclResult_t listen_finish(struct braid_listen *l, struct braid_gate_setu
   if (c->transport == BRAID_TRANSPORT_VERBS) rc->path = &braid_verbs_path;
   memcpy(rc->rejoin.secret, braid_gate_secret(l->gate), sizeof rc->rejoin.secret);
   rc->rejoin.auth_mode = c->auth;
-  if (c->nstreams > 1 && c->transport == BRAID_TRANSPORT_SOCKET) { /* its broken streams rejoin here */
+  if (c->nstreams > 1 && c->transport != BRAID_TRANSPORT_VERBS) { /* its broken streams rejoin here */
     struct braid_gate_member m = {.conn_id = c->conn_id, .nstreams = c->nstreams, .nrails = c->nrails,
                                   .nbackup = c->nrails - c->nprimary, .auth = c->auth};
     braid_gate_ref(l->gate);

@@ -15,7 +15,6 @@
 #include "log.h"
 #include "stripe/sched.h"
 #include "transport/socket/sock.h"
-#include "transport/socket/sock_stream.h"
 
 #define JOIN_BACKOFF_MIN_NS 100000000ull   /* first retry after 100 ms ... */
 #define JOIN_BACKOFF_MAX_NS 2000000000ull  /* ... doubling up to 2 s */
@@ -45,14 +44,20 @@ static void join_retry_later(struct braid_stream *s, uint64_t now) {
 /* The receiver confirmed: the new socket replaces the broken one; both ends count frames from
  * zero again. */
 static void join_revive(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
-  braid_sock_stream_renew(s); /* (first: no system call on the old socket is under way after it) */
+  if (c->sops->renew) c->sops->renew(c, s); /* (first: no system call on the old socket is under way after it) */
   if (s->fd >= 0) close(s->fd);
   s->fd = s->join_fd;
   s->join_fd = -1;
   join_end_attempt(s);
-  s->join_backoff_ns = 0;
   braid_sock_tune(s->fd);
   braid_sock_short_queue(s->fd);
+  if (c->sops->relink && c->sops->relink(c, s) != 0) {
+    BRAID_WARN("send stream %d (rail %d, %s) to %s reconnected, but its %s link could not start "
+               "again (see above); trying again later", (int)(s - c->streams), s->rail, s->rail_name,
+               c->peer, c->sops->name);
+    return join_retry_later(s, now);
+  }
+  s->join_backoff_ns = 0;
   s->tx_count = 0, s->tx_done = 0;
   s->frames_started = s->frames_acked = s->ignore_until = 0;
   s->dead = false;
@@ -142,11 +147,18 @@ void braid_rejoin_connect(struct braid_comm *c, uint64_t now) {
  * authentication), replaces the broken one. */
 static void join_replace(struct braid_comm *c, int stream, int fd) {
   struct braid_stream *s = &c->streams[stream];
-  braid_sock_stream_renew(s); /* a frame half read from the old socket is dropped */
+  if (c->sops->renew) c->sops->renew(c, s); /* a frame half read from the old socket is dropped */
   if (s->fd >= 0) close(s->fd);
   s->fd = fd;
   braid_sock_tune(s->fd);
   braid_sock_set_class(s->fd, c->cls.tc); /* the class the connection was set up with */
+  if (c->sops->relink && c->sops->relink(c, s) != 0) {
+    /* The sender sees the socket close and tries again later. */
+    BRAID_WARN("receive stream %d (rail %d, %s) from %s: its %s link could not start again (see "
+               "above); the sender will try again", stream, s->rail, s->rail_name, c->peer, c->sops->name);
+    shutdown(s->fd, SHUT_RDWR);
+    return;
+  }
   s->frames_recvd = s->frames_ack_sent = 0;
   s->eof = s->dead = false;
   BRAID_WARN("receive stream %d (rail %d, %s) from %s rejoined", stream, s->rail, s->rail_name, c->peer);

@@ -64,6 +64,12 @@ struct braid_stream_ops {
   void (*close)(struct braid_comm *c, struct braid_stream *s);
   /* The memory [addr, addr+len) is being released: registrations of it are dropped. */
   void (*forget)(struct braid_comm *c, const void *addr, size_t len);
+  /* Rejoin (comm/rejoin.c), both ends.  renew: s is about to take a new socket; what the
+   * transport held of the old one is dropped (a frame half received with it), before s->fd is
+   * closed.  relink (optional): s has its new socket; the transport's own link starts again (its
+   * new endpoint's address sent).  0, or -1 when it cannot (the rejoin fails, s stays dead). */
+  void (*renew)(struct braid_comm *c, struct braid_stream *s);
+  int (*relink)(struct braid_comm *c, struct braid_stream *s);
 
   /* ---- send side (tx.c) ---- */
   /* Optional (NULL: a write is a completion).  The link's state, then the completions of earlier

@@ -15,30 +15,42 @@
 
 #define LINK_CHECK_NS 10000000ull /* how often a linked stream's socket is checked */
 
+/* Opens s's endpoint and sends its address on s's socket: 0; -1 when the endpoint cannot be
+ * opened (WARN); 1 when the socket would not take the address (errno). */
+static int link_open(struct braid_comm *c, struct braid_stream *s, uint64_t now) {
+  struct braid_ofi_stream *st = s->tp;
+  int i = (int)(s - c->streams);
+  char err[320];
+  struct braid_ofi_ep *ep = braid_ofi_ep_open(s->rail_name, s->rail, err, sizeof err);
+  if (!ep) {
+    BRAID_WARN("connection with %s: stream %d (rail %d, %s): %s", c->peer, i, s->rail,
+               s->rail_name ? s->rail_name : "-", err);
+    return -1;
+  }
+  pthread_mutex_lock(&c->ofi_lock); /* deregMr's forget reads it on another thread (a rejoin) */
+  st->ep = ep;
+  pthread_mutex_unlock(&c->ofi_lock);
+  uint8_t name[BRAID_OFI_NAME_MAX], buf[BRAID_OFI_NAME_MSG_MAX];
+  size_t n = braid_ofi_name_encode(name, braid_ofi_ep_name(st->ep, name, sizeof name), buf);
+  if (!n) {
+    BRAID_WARN("connection with %s: stream %d: the endpoint has no address of at most %d bytes",
+               c->peer, i, BRAID_OFI_NAME_MAX);
+    return -1;
+  }
+  return braid_link_begin(&st->link, s->fd, buf, n, now) ? 1 : 0;
+}
+
 ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
   uint64_t now = braid_now_ns();
   int alive = 0;
   for (int i = 0; i < c->nstreams; i++) {
     struct braid_stream *s = &c->streams[i];
-    struct braid_ofi_stream *st = s->tp;
     if (s->fd < 0) continue;
-    char err[320];
-    st->ep = braid_ofi_ep_open(s->rail_name, s->rail, err, sizeof err);
-    if (!st->ep) {
-      BRAID_WARN("connection with %s: stream %d (rail %d, %s): %s", c->peer, i, s->rail,
-                 s->rail_name ? s->rail_name : "-", err);
-      return ncclSystemError;
-    }
-    uint8_t name[BRAID_OFI_NAME_MAX], buf[BRAID_OFI_NAME_MSG_MAX];
-    size_t n = braid_ofi_name_encode(name, braid_ofi_ep_name(st->ep, name, sizeof name), buf);
-    if (!n) {
-      BRAID_WARN("connection with %s: stream %d: the endpoint has no address of at most %d bytes",
-                 c->peer, i, BRAID_OFI_NAME_MAX);
-      return ncclSystemError;
-    }
-    /* A stream the peer already gave up on (it started without it) is dead for this connection:
-     * there is no rejoin over ofi; the other streams carry. */
-    if (braid_link_begin(&st->link, s->fd, buf, n, now)) {
+    int rc = link_open(c, s, now);
+    if (rc < 0) return ncclSystemError;
+    /* A stream the peer already gave up on (it started without it) is dead for now: it rejoins
+     * later (with acks), and the other streams carry. */
+    if (rc > 0) {
       BRAID_WARN("connection with %s: stream %d (rail %d): sending the endpoint address failed: "
                  "%s%s", c->peer, i, s->rail, strerror(errno),
                  c->nstreams > 1 ? "; the connection goes on without it" : "");
@@ -50,6 +62,27 @@ ncclResult_t braid_ofi_link_start(struct braid_comm *c) {
     alive++;
   }
   return alive ? ncclSuccess : ncclRemoteError;
+}
+
+void braid_ofi_link_renew(struct braid_comm *c, struct braid_stream *s) {
+  struct braid_ofi_stream *st = s->tp;
+  braid_ofi_link_close(c, s); /* the old endpoint: nothing it posted lands after this */
+  /* Counted afresh on the new endpoint, as at set-up (frames, tags and grants from zero). */
+  st->tag = st->credit = 0;
+  st->poke_ns = st->closed_ns = st->active_ns = 0;
+  st->closed_why[0] = 0;
+  memset(&st->link, 0, sizeof st->link);
+  st->rx_head = st->rx_count = st->rx_pre = 0;
+  for (int k = 0; k < BRAID_OFI_RX_DEPTH; k++) st->rx[k].state = BRAID_OFI_RX_TAKEN, st->rx[k].fr.msg = NULL;
+}
+
+int braid_ofi_link_relink(struct braid_comm *c, struct braid_stream *s) {
+  int rc = link_open(c, s, braid_now_ns());
+  if (rc > 0)
+    BRAID_WARN("connection with %s: stream %d (rail %d): sending the new endpoint's address failed: %s",
+               c->peer, (int)(s - c->streams), s->rail, strerror(errno));
+  if (rc != 0) braid_ofi_link_close(c, s);
+  return rc ? -1 : 0;
 }
 
 /* The address message's length (wire/ofi.h), from its header. */

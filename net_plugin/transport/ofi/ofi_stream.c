@@ -35,11 +35,13 @@ static void ofi_close(struct braid_comm *c, struct braid_stream *s) {
 
 const struct braid_stream_ops braid_ofi_stream_ops = {
     .name = "ofi",
-    .rejoin = false, /* a stream lost over ofi stays lost: the others carry */
+    .rejoin = true, /* a lost stream comes back on a new socket and a new endpoint */
     .late_suspect = true,
     .start = ofi_start,
     .close = ofi_close,
     .forget = braid_ofi_link_forget,
+    .renew = braid_ofi_link_renew,
+    .relink = braid_ofi_link_relink,
     .tx_poll = braid_ofi_tx_poll,
     .tx_write = braid_ofi_tx_write,
     .tx_failed = braid_ofi_tx_failed,

@@ -71,6 +71,10 @@ int braid_ofi_link_watch(struct braid_comm *c, struct braid_stream *s, uint64_t 
                          size_t whylen);
 /* The peer closed and nothing has come from it for BRAID_OFI_CLOSE_DRAIN_NS: nothing more will. */
 bool braid_ofi_link_drained(const struct braid_ofi_stream *st, uint64_t now);
+/* Rejoin (stream.h renew, relink): the old endpoint closed and the stream's state as at set-up;
+ * then, on the new socket, a new endpoint whose address goes to the peer (0, or -1 with a WARN). */
+void braid_ofi_link_renew(struct braid_comm *c, struct braid_stream *s);
+int braid_ofi_link_relink(struct braid_comm *c, struct braid_stream *s);
 /* Closes s's endpoint (the fence: nothing it posted lands after this) and shuts its socket
  * down, so the peer sees the stream gone too. */
 void braid_ofi_link_close(struct braid_comm *c, struct braid_stream *s);

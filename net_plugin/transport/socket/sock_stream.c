@@ -32,7 +32,8 @@ static void sock_forget(struct braid_comm *c, const void *addr, size_t len) {
   (void)c, (void)addr, (void)len;
 }
 
-void braid_sock_stream_renew(struct braid_stream *s) {
+void braid_sock_stream_renew(struct braid_comm *c, struct braid_stream *s) {
+  (void)c;
   struct braid_sock_stream *ss = s->tp;
   braid_sock_quiet(s);
   ss->io_pending = false; /* a result from the old socket */
@@ -55,6 +56,8 @@ const struct braid_stream_ops braid_sock_stream_ops = {
     .started = braid_sock_helpers_start,
     .close = sock_close,
     .forget = sock_forget,
+    .renew = braid_sock_stream_renew,
+    .relink = NULL, /* the new socket is the link */
     .tx_poll = NULL, /* a frame written is a frame sent */
     .tx_write = braid_sock_tx_write,
     .tx_failed = braid_sock_tx_failed,

@@ -17,7 +17,7 @@ extern const struct braid_stream_ops braid_sock_stream_ops;
 
 /* s's socket is about to be replaced (rejoin.c, before closing the old one): nothing half-read
  * or half-written on the old one carries over (a frame half read from it is dropped). */
-void braid_sock_stream_renew(struct braid_stream *s);
+void braid_sock_stream_renew(struct braid_comm *c, struct braid_stream *s);
 
 /* Another thread's system call on s, finished but not yet counted, is counted now (the caller
  * holds the comm's lock and is about to look at or change s's batch or current frame). */
