@@ -1,6 +1,7 @@
 #include "stripe/telemetry.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -21,12 +22,30 @@ static struct braid_server_stats server_slots[SERVER_SLOTS];
 static pthread_mutex_t telemetry_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint_fast64_t telemetry_next_ns;
 
+/* Both registries are arrays of slots that begin with their in_use flag (0 free, 2 being
+ * filled, 1 published).  Under the lock: the first free slot of n, each `size` bytes, marked
+ * being filled; NULL when all are taken. */
+_Static_assert(offsetof(struct braid_rail_stats, in_use) == 0 && offsetof(struct braid_server_stats, in_use) == 0,
+               "a slot begins with its in_use flag");
+static void *slot_claim(void *slots, size_t size, int n) {
+  for (int i = 0; i < n; i++) {
+    atomic_int *in_use = (atomic_int *)(void *)((char *)slots + (size_t)i * size);
+    int free_slot = 0;
+    if (atomic_compare_exchange_strong(in_use, &free_slot, 2)) return in_use;
+  }
+  return NULL;
+}
+
+static void slot_release(atomic_int *in_use) {
+  pthread_mutex_lock(&telemetry_lock);
+  atomic_store(in_use, 0);
+  pthread_mutex_unlock(&telemetry_lock);
+}
+
 struct braid_rail_stats *braid_telemetry_add(int dev, int rail, const char *peer, const char *nic) {
   pthread_mutex_lock(&telemetry_lock);
-  for (int i = 0; i < TELEMETRY_SLOTS; i++) {
-    int free_slot = 0;
-    if (!atomic_compare_exchange_strong(&telemetry_slots[i].in_use, &free_slot, 2)) continue;
-    struct braid_rail_stats *s = &telemetry_slots[i];
+  struct braid_rail_stats *s = slot_claim(telemetry_slots, sizeof *s, TELEMETRY_SLOTS);
+  if (s) {
     s->dev = dev, s->rail = rail;
     snprintf(s->peer, sizeof s->peer, "%s", peer);
     snprintf(s->nic, sizeof s->nic, "%s", nic);
@@ -35,28 +54,21 @@ struct braid_rail_stats *braid_telemetry_add(int dev, int rail, const char *peer
     atomic_store(&s->state, 0), atomic_store(&s->est_bps, 0);
     atomic_store(&s->rejoins, 0), atomic_store(&s->last_rejoin_ns, 0);
     atomic_store(&s->in_use, 1); /* published: readers see the labels complete */
-    pthread_mutex_unlock(&telemetry_lock);
-    return s;
   }
   pthread_mutex_unlock(&telemetry_lock);
-  BRAID_WARN_ONCE("telemetry registry full (%d rails): further rails are not reported",
-                  TELEMETRY_SLOTS);
-  return NULL;
+  if (!s)
+    BRAID_WARN_ONCE("telemetry registry full (%d rails): further rails are not reported", TELEMETRY_SLOTS);
+  return s;
 }
 
 void braid_telemetry_remove(struct braid_rail_stats *s) {
-  if (!s) return;
-  pthread_mutex_lock(&telemetry_lock);
-  atomic_store(&s->in_use, 0);
-  pthread_mutex_unlock(&telemetry_lock);
+  if (s) slot_release(&s->in_use);
 }
 
 struct braid_server_stats *braid_telemetry_add_server(int dev, int rank, const char *server) {
   pthread_mutex_lock(&telemetry_lock);
-  for (int i = 0; i < SERVER_SLOTS; i++) {
-    int free_slot = 0;
-    if (!atomic_compare_exchange_strong(&server_slots[i].in_use, &free_slot, 2)) continue;
-    struct braid_server_stats *s = &server_slots[i];
+  struct braid_server_stats *s = slot_claim(server_slots, sizeof *s, SERVER_SLOTS);
+  if (s) {
     s->dev = dev, s->rank = rank;
     snprintf(s->server, sizeof s->server, "%s", server);
     for (char *c = s->server; *c; c++) /* a label value: no quote, backslash or line break */
@@ -64,20 +76,16 @@ struct braid_server_stats *braid_telemetry_add_server(int dev, int rank, const c
     atomic_store(&s->up, 0), atomic_store(&s->failures, 0);
     atomic_store(&s->parts, 0), atomic_store(&s->result_bytes, 0);
     atomic_store(&s->in_use, 1);
-    pthread_mutex_unlock(&telemetry_lock);
-    return s;
   }
   pthread_mutex_unlock(&telemetry_lock);
-  BRAID_WARN_ONCE("telemetry registry full (%d braid-ps servers): further servers are not reported",
-                  SERVER_SLOTS);
-  return NULL;
+  if (!s)
+    BRAID_WARN_ONCE("telemetry registry full (%d braid-ps servers): further servers are not reported",
+                    SERVER_SLOTS);
+  return s;
 }
 
 void braid_telemetry_remove_server(struct braid_server_stats *s) {
-  if (!s) return;
-  pthread_mutex_lock(&telemetry_lock);
-  atomic_store(&s->in_use, 0);
-  pthread_mutex_unlock(&telemetry_lock);
+  if (s) slot_release(&s->in_use);
 }
 
 void braid_telemetry_rejoined(struct braid_rail_stats *s, uint64_t now_ns) {
