@@ -82,6 +82,13 @@ bool braid_sock_retransmitting(int fd) {
 }
 void braid_sock_short_queue(int fd) { (void)fd; }
 void braid_telemetry_tick(uint64_t now_ns) { (void)now_ns; }
+bool braid_telemetry_on(void) { return false; }
+void braid_telemetry_rejoined(struct braid_rail_stats *s, uint64_t now_ns) { (void)s, (void)now_ns; }
+struct braid_server_stats *braid_telemetry_add_server(int dev, int rank, const char *server) {
+  (void)dev, (void)rank, (void)server;
+  return NULL;
+}
+void braid_telemetry_remove_server(struct braid_server_stats *s) { (void)s; }
 
 /* fuzz_collnet_client passes no memory handles: its buffers are host memory, never staged. */
 char *braid_coll_mr_host(void *mh, void *p, size_t len, int input);
