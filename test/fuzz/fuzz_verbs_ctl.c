@@ -91,22 +91,6 @@ int braid_verbs_ep_reg_dmabuf(struct braid_verbs_ep *ep, void *buf, size_t len, 
   (void)offset, (void)fd;
   return braid_verbs_ep_reg(ep, buf, len, remote, out);
 }
-/* The harness never flushes (braid_vc_flush is not scripted): the loopback QP never opens. */
-int braid_verbs_flush_open(struct braid_verbs_ep *ep, struct braid_verbs_flush **out) {
-  (void)ep;
-  *out = NULL;
-  return -1;
-}
-int braid_verbs_flush_post(struct braid_verbs_flush *f, const struct braid_verbs_mr *mr, const void *addr,
-                           uint64_t cookie) {
-  (void)f, (void)mr, (void)addr, (void)cookie;
-  return -1;
-}
-int braid_verbs_flush_poll(struct braid_verbs_flush *f, struct braid_verbs_ev *ev, int max) {
-  (void)f, (void)ev, (void)max;
-  return 0;
-}
-void braid_verbs_flush_close(struct braid_verbs_flush *f) { (void)f; }
 static int post(struct braid_verbs_ep *ep, uint64_t cookie, uint8_t type) {
   if (ep->fenced) return 0; /* flushed: its completion never comes (the drain is assumed) */
   if (ep->nposted == POSTQ) return 1;

@@ -4,7 +4,7 @@
 # real endpoints.
 VPROTO      = $(BUILD)/verbs-proto-tests
 VPROTO_SRCS = net_plugin/transport/verbs/verbs_conn.c net_plugin/transport/verbs/verbs_rejoin.c \
-              net_plugin/stripe/sched.c net_plugin/wire/verbs.c
+              net_plugin/stripe/sched.c net_plugin/wire/verbs.c test/verbs_proto/flush_none.c
 VPROTO_OBJS = $(patsubst %.c,$(BUILD)/verbs-proto/%.o,$(VPROTO_SRCS))
 
 $(BUILD)/verbs-proto/%.o: %.c | $(DEPS_STAMP)

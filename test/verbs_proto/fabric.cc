@@ -1,4 +1,4 @@
-// The scripted fabric (fabric.h): verbs_ep.h, verbs_flush.h, the log and the clock, faked.
+// The scripted fabric (fabric.h): verbs_ep.h, the log and the clock, faked (verbs_flush.h: flush_none.c).
 #include "fabric.h"
 
 #include <gtest/gtest.h>
@@ -251,21 +251,5 @@ int braid_verbs_ep_recv_posted(const struct braid_verbs_ep *ep) {
   return 64;
 }
 
-// No test here flushes GPU memory: the loopback QP is never opened.
-int braid_verbs_flush_open(struct braid_verbs_ep *ep, struct braid_verbs_flush **out) {
-  (void)ep;
-  *out = nullptr;
-  return -1;
-}
-int braid_verbs_flush_post(struct braid_verbs_flush *f, const struct braid_verbs_mr *mr, const void *addr,
-                           uint64_t cookie) {
-  (void)f, (void)mr, (void)addr, (void)cookie;
-  return -1;
-}
-int braid_verbs_flush_poll(struct braid_verbs_flush *f, struct braid_verbs_ev *ev, int max) {
-  (void)f, (void)ev, (void)max;
-  return 0;
-}
-void braid_verbs_flush_close(struct braid_verbs_flush *f) { (void)f; }
 
 }  // extern "C"
