@@ -81,6 +81,19 @@ void vci_rejoin_fence_applied(struct braid_vc *vc, int r) { vc->rj[r].fence_appl
 
 bool vci_rejoin_current(const struct braid_vc *vc, int r, uint8_t gen) { return vc->rj[r].gen == gen; }
 
+/* Rail r carries again on this end (generation gen); one INFO line (extra: what follows). */
+static void rail_up(struct braid_vc *vc, int r, uint8_t gen, uint64_t now, const char *extra) {
+  struct vc_rejoin *j = &vc->rj[r];
+  j->gen = gen;
+  j->state = RJ_UP;
+  j->rejoins++;
+  j->last_rejoin_ns = now;
+  j->why[0] = 0;
+  vc->down[r] = false;
+  BRAID_INFO(NCCL_INIT | NCCL_NET, "verbs rail %d (%s): rejoined after %.1f s down (generation %u, rejoin %u)%s", r,
+             braid_verbs_ep_name(vc->ep[r]), (double)(now - j->down_ns) * 1e-9, j->gen, j->rejoins, extra);
+}
+
 /* ---------- sender ---------- */
 
 static void s_ask(struct braid_vc *vc, int r, uint64_t now) {
@@ -100,19 +113,11 @@ static void s_join(struct braid_vc *vc, int r, uint64_t now) {
   struct vc_rejoin *j = &vc->rj[r];
   if (braid_verbs_ep_connect(vc->ep[r], &j->ack.addr))
     return not_yet(vc, r, "the peer's new queue pair could not be connected to", now);
-  j->gen = j->ack.gen;
-  j->state = RJ_UP;
-  j->rejoins++;
-  j->last_rejoin_ns = now;
-  j->why[0] = 0;
-  vc->down[r] = false;
+  rail_up(vc, r, j->ack.gen, now, "; probed before it carries data");
   vc->probe_out[r] = false;
   struct braid_vctl m = {.type = BRAID_VCTL_JOINED, .rejoin = {.rail = (uint8_t)r, .gen = j->gen}};
   vci_ctl_queue_on(vc, &m, r);
   braid_sched_restored(&vc->sched, r, now);
-  BRAID_INFO(NCCL_INIT | NCCL_NET,
-             "verbs rail %d (%s): rejoined after %.1f s down (generation %u, rejoin %u); probed before it carries data",
-             r, braid_verbs_ep_name(vc->ep[r]), (double)(now - j->down_ns) * 1e-9, j->gen, j->rejoins);
 }
 
 void vci_rejoin_progress(struct braid_vc *vc, uint64_t now) {
@@ -187,12 +192,7 @@ static void r_joined(struct braid_vc *vc, int r, int on, const struct braid_vctl
     BRAID_INFO(NCCL_NET, "verbs rail %d: JOINED of generation %u on rail %d: ignored", r, m->gen, on);
     return;
   }
-  j->state = RJ_UP;
-  j->rejoins++;
-  j->last_rejoin_ns = now;
-  vc->down[r] = false;
-  BRAID_INFO(NCCL_INIT | NCCL_NET, "verbs rail %d (%s): rejoined after %.1f s down (generation %u, rejoin %u)", r,
-             braid_verbs_ep_name(vc->ep[r]), (double)(now - j->down_ns) * 1e-9, j->gen, j->rejoins);
+  rail_up(vc, r, j->gen, now, "");
 }
 
 void vci_rejoin_ctl(struct braid_vc *vc, int on, const struct braid_vctl *m, uint64_t now) {
