@@ -251,21 +251,28 @@ TEST(VerbsRejoin, APortActiveEventRejoinsAtOnce) {
   EXPECT_EQ(vfab::delivered[BRAID_VCTL_JOINED], 1);
 }
 
-// The sender's FENCE crosses the rejoin: it was sent when the sender heard of the failure and
-// arrives after the receiver took the rail back.  It names the old generation and is ignored;
-// without generations it would fail the new queue pair.
-TEST(VerbsRejoin, AFenceFromBeforeTheRejoinDoesNotFailTheNewQueuePair) {
-  Pair p(3, 16 * kChunk);
-  unsigned pattern = 1;
-  TransferFor(p, 50000000, &pattern);
+// A connection over 3 rails carries data; then the receiver fails rail 1 and its FENCED reaches
+// the sender, which fails the rail too: *fence is the sender's FENCE, not yet delivered.
+void ReceiverFailsRailOne(Pair &p, unsigned *pattern, std::pair<braid_verbs_ep *, size_t> *fence) {
+  TransferFor(p, 50000000, pattern);
   vfab::FailReceive(p.R(1));
   ASSERT_EQ(braid_vc_progress(p.r), 0);
   auto fenced = Find(Side(p, false), BRAID_VCTL_FENCED);
   ASSERT_NE(fenced.first, nullptr);
   vfab::Deliver(fenced.first, fenced.second);
   ASSERT_EQ(braid_vc_progress(p.s), 0);  // the sender fails the rail too: FENCE
-  auto fence = Find(Side(p, true), BRAID_VCTL_FENCE);
-  ASSERT_NE(fence.first, nullptr);
+  *fence = Find(Side(p, true), BRAID_VCTL_FENCE);
+  ASSERT_NE(fence->first, nullptr);
+}
+
+// The sender's FENCE crosses the rejoin: it was sent when the sender heard of the failure and
+// arrives after the receiver took the rail back.  It names the old generation and is ignored;
+// without generations it would fail the new queue pair.
+TEST(VerbsRejoin, AFenceFromBeforeTheRejoinDoesNotFailTheNewQueuePair) {
+  Pair p(3, 16 * kChunk);
+  unsigned pattern = 1;
+  std::pair<braid_verbs_ep *, size_t> fence;
+  ASSERT_NO_FATAL_FAILURE(ReceiverFailsRailOne(p, &pattern, &fence));
   vfab::Hold(fence.first, fence.second);
   TransferFor(p, 2000000000ull, &pattern);
   ASSERT_FALSE(braid_vc_rail_down(p.r, 1)) << "the rail did not rejoin";
@@ -285,15 +292,8 @@ TEST(VerbsRejoin, AFenceFromBeforeTheRejoinDoesNotFailTheNewQueuePair) {
 TEST(VerbsRejoin, AnAnswerThatOvertakesAFencedWaitsForIt) {
   Pair p(3, 16 * kChunk);
   unsigned pattern = 1;
-  TransferFor(p, 50000000, &pattern);
-  vfab::FailReceive(p.R(1));
-  ASSERT_EQ(braid_vc_progress(p.r), 0);
-  auto first = Find(Side(p, false), BRAID_VCTL_FENCED);
-  ASSERT_NE(first.first, nullptr);
-  vfab::Deliver(first.first, first.second);
-  ASSERT_EQ(braid_vc_progress(p.s), 0);  // FENCE
-  auto fence = Find(Side(p, true), BRAID_VCTL_FENCE);
-  ASSERT_NE(fence.first, nullptr);
+  std::pair<braid_verbs_ep *, size_t> fence;
+  ASSERT_NO_FATAL_FAILURE(ReceiverFailsRailOne(p, &pattern, &fence));
   vfab::Deliver(fence.first, fence.second);
   ASSERT_EQ(braid_vc_progress(p.r), 0);  // the second FENCED
   auto second = Find(Side(p, false), BRAID_VCTL_FENCED);
