@@ -52,14 +52,16 @@ static int link_read(struct braid_link_startup *l, int fd, size_t hdr, braid_lin
 int braid_link_poll(struct braid_link_startup *l, int fd, uint64_t now, uint64_t timeout_ns, uint64_t check_ns,
                     size_t hdr, braid_link_need_fn need, const void *arg, const char *what, char *why,
                     size_t whylen) {
+  /* now may come from before at_ns (a caller's clock read before a relink stamped it) */
+  uint64_t since = now > l->at_ns ? now - l->at_ns : 0;
   if (l->linked) {
-    if (now - l->at_ns < check_ns) return 1;
+    if (since < check_ns) return 1;
     l->at_ns = now;
     return braid_sock_silent(fd, why, whylen);
   }
   int rc = link_read(l, fd, hdr, need, arg, why, whylen);
   if (rc != 0) return rc;
-  if (now - l->at_ns > timeout_ns)
+  if (since > timeout_ns)
     return snprintf(why, whylen, "the peer sent no %s in %llu ms (BRAID_TIMEOUT_MS)", what,
                     (unsigned long long)(timeout_ns / 1000000)), -1;
   return 0;
