@@ -27,9 +27,11 @@
  * the flag, frames after the handshake are not authenticated (docs/security.md).
  *
  * Data, per operation `seq` (the head's per-collComm iallreduce count) and partition `part`:
- *   head   -> server  PUSH    {seq, part, dtype, op, rank, weights[16]} + len bytes of input
- *   server -> head    RESULT  {seq, part, dtype, op, weights[16]} + len bytes: the reduction of
- *                     every rank's input in rank order 0..n-1; weights are rank 0's PUSH weights
+ *   head   -> server  PUSH    {seq, part, dtype, op, rank, weights[16], flags} + len bytes of input
+ *   server -> head    RESULT  {seq, part, dtype, op, weights[16], flags} + len bytes: the reduction
+ *                     of every rank's input in rank order 0..n-1; weights and flags are rank 0's
+ *                     PUSH's (flags: rank 0's admission word, epoch << 4 | server, with which it
+ *                     re-admits a lost server; see the net plugin's collnet_int.h)
  *   head   -> server  DONE    {seq, part}: this head holds the result
  *   server -> head    RELEASE {seq, part}: every head holds it; the head may complete the op
  *   (With hold-back off — BRAID_PS_HOLD=0 — heads complete on RESULT and never send DONE; the
@@ -42,7 +44,8 @@
  *
  * Failure: a server closes every connection of a session as soon as one of them fails or breaks
  * the protocol, so every head of the session sees the server gone and re-routes the partitions
- * it had there (see assign.h).  A head never talks to a server again after losing it.  A server
+ * it had there (see assign.h).  A head talks to a server it lost again only in a new session (the
+ * heads reconnect; rank 0 re-admits it at an operation every head agrees on).  A server
  * can die while its RELEASE frames of one partition are on their way, so that some heads
  * completed the partition and others did not: the latter re-send it to the replacement, the
  * former tell the replacement GONE for every partition they completed there in their last

@@ -35,6 +35,7 @@ struct ps_part {
   uint32_t part, len, nranks;
   uint8_t dtype, op;
   uint8_t weights[PS_MAX_SERVERS];
+  uint8_t admit; /* rank 0's admission word (header flags), echoed with the weights */
   /* under the session mutex */
   uint32_t narrived, ndone, ngone;
   int reduced;
@@ -669,7 +670,7 @@ static int push_header(struct ps_conn *c, const struct ps_hdr *h, uint8_t **dst,
     }
     p->rs[c->rank] |= RS_PUSHED;
     p->bufs[c->rank] = buf;
-    if (c->rank == 0) memcpy(p->weights, h->weights, PS_MAX_SERVERS);
+    if (c->rank == 0) memcpy(p->weights, h->weights, PS_MAX_SERVERS), p->admit = h->flags;
     ps_part_get(p); /* the reader's */
   }
   pthread_mutex_unlock(&s->mu);
@@ -761,8 +762,8 @@ static void push_arrived(struct ps_conn *c, const struct ps_hdr *h, struct ps_pa
   members_snapshot(s, fan);
   pthread_mutex_unlock(&s->mu);
 
-  struct ps_hdr r = {.type = PS_RESULT, .dtype = p->dtype, .op = p->op, .len = p->len,
-                     .part = p->part, .seq = p->seq};
+  struct ps_hdr r = {.type = PS_RESULT, .dtype = p->dtype, .op = p->op, .flags = p->admit,
+                     .len = p->len, .part = p->part, .seq = p->seq};
   memcpy(r.weights, p->weights, PS_MAX_SERVERS);
   send_all(fan, s->nranks, &r, p);
   fanout_free(fan, small);

@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "collnet/collnet_int.h"
+#include "collnet/ps_hs.h"
 #include "topo/devices.h"
 #include "log.h"
 #include "topo/devtable.h"
@@ -143,9 +144,7 @@ static const struct server_list *servers_for(const char *spec) {
   return sl;
 }
 
-/* The job's token into buf: BRAID_PS_TOKEN_FILE's first line, else BRAID_PS_TOKEN.  1, 0 when
- * neither is set, -1 (WARN) when the file cannot be read or the token does not fit. */
-static int coll_token(char *buf, size_t n) {
+int braid_coll_token(char *buf, size_t n) {
   const char *file = braid_param_str(BRAID_P_PS_TOKEN_FILE);
   buf[0] = 0;
   if (!*file) {
@@ -200,7 +199,7 @@ ncclResult_t braid_coll_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t log
     return ncclInvalidArgument;
   }
   char token[PS_TOKEN_MAX + 1];
-  int have = coll_token(token, sizeof token);
+  int have = braid_coll_token(token, sizeof token);
   explicit_bzero(token, sizeof token);
   if (have < 0) return ncclInvalidArgument;
   if (!have) {
@@ -336,243 +335,21 @@ ncclResult_t braid_coll_close_listen(void *listen_comm) {
 
 /* ---------- the connect collective ---------- */
 
-/* Per server: HELLO sent -> CHALLENGE {nonce} -> AUTH (our proof) sent -> PROOF (the server's,
- * checked) -> READY (tagged with frame authentication).  See ps_offload/proto.h. */
-enum hs_state { HS_RETRY, HS_CONNECTING, HS_CHALLENGE, HS_PROOF, HS_READY_WAIT, HS_READY, HS_FAILED };
-
-struct hs {
-  enum hs_state st;
-  int fd;
-  struct ps_transcript t; /* what both proofs and the key bind */
-  int auth;               /* frame authentication on this connection */
-  uint8_t key[PS_KEY_BYTES];
-  uint8_t buf[PS_HDR_BYTES + PS_MAX_TEXT + PS_TAG_BYTES];
-  size_t got;
-  uint64_t retry_at;
-  int tries; /* attempts turned away for load or closed unanswered: the back-off grows */
-  char why[320];
-  const struct server_list *servers;
-};
-
-static void hs_fail(struct hs *h, const char *fmt, const char *detail) {
-  snprintf(h->why, sizeof h->why, fmt, detail);
-  if (h->fd >= 0) close(h->fd);
-  h->fd = -1;
-  h->st = HS_FAILED;
-}
-
-/* Turned away before anything was proven (a server busy with a flood of strangers evicts the
- * oldest and refuses for load; one restarting closes): tried again after 100 ms, doubling up to
- * 1 s, until the connect's deadline. */
-static void hs_retry(struct hs *h, const char *why) {
-  snprintf(h->why, sizeof h->why, "%s", why);
-  if (h->fd >= 0) close(h->fd);
-  h->fd = -1;
-  h->got = 0;
-  uint64_t wait = 100000000ull << (h->tries < 4 ? h->tries : 4);
-  h->retry_at = braid_now_ns() + (wait < 1000000000ull ? wait : 1000000000ull);
-  h->tries++;
-  h->st = HS_RETRY;
-}
-
-static int hs_send(struct hs *h, const struct ps_hdr *hdr, const void *payload) {
-  uint8_t frame[PS_HDR_BYTES + PS_HELLO_BYTES];
-  ps_hdr_encode(hdr, frame);
-  memcpy(frame + PS_HDR_BYTES, payload, hdr->len);
-  ssize_t n = send(h->fd, frame, PS_HDR_BYTES + hdr->len, MSG_NOSIGNAL);
-  return n == (ssize_t)(PS_HDR_BYTES + hdr->len) ? 0 : -1;
-}
-
-/* Reads one whole frame into h->buf; 1 when complete, 0 when more is needed, -1 on error. */
-static int hs_read(struct hs *h, struct ps_hdr *hdr) {
-  for (;;) {
-    size_t want = PS_HDR_BYTES;
-    if (h->got >= PS_HDR_BYTES) {
-      char err[128];
-      if (ps_hdr_decode(h->buf, hdr, err, sizeof err) != 0) {
-        hs_fail(h, "bad frame from the server: %s", err);
-        return -1;
-      }
-      if (hdr->type != PS_CHALLENGE && hdr->type != PS_PROOF && hdr->type != PS_READY &&
-          hdr->type != PS_REFUSE && hdr->type != PS_ERROR) {
-        hs_fail(h, "unexpected %s frame during the handshake", ps_type_name(hdr->type));
-        return -1;
-      }
-      /* at most PS_MAX_TEXT for these types: fits buf; tagged once the server has proven */
-      want = PS_HDR_BYTES + hdr->len + (h->auth && h->st == HS_READY_WAIT ? PS_TAG_BYTES : 0);
-      if (h->got == want) {
-        h->got = 0;
-        return 1;
-      }
-    }
-    ssize_t n = recv(h->fd, h->buf + h->got, want - h->got, 0);
-    if (n > 0) {
-      h->got += (size_t)n;
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
-    if (h->st == HS_CHALLENGE) /* nothing proven yet: a busy server evicted it, or one restarting */
-      hs_retry(h, n == 0 ? "the server closed the connection before its challenge" : strerror(errno));
-    else
-      hs_fail(h, "%s", n == 0 ? "the server closed the connection during the handshake" : strerror(errno));
-    return -1;
-  }
-}
-
-static int resolve(const struct server_list *servers, int i, struct sockaddr_storage *ss,
-                   socklen_t *len, char *err, size_t errlen) {
-  struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-  int r = getaddrinfo(servers->host[i], servers->port[i], &hints, &res);
-  if (r != 0 || !res) {
-    snprintf(err, errlen, "cannot resolve %s: %s", servers->host[i], gai_strerror(r));
-    return -1;
-  }
-  memcpy(ss, res->ai_addr, res->ai_addrlen);
-  *len = res->ai_addrlen;
-  freeaddrinfo(res);
-  return 0;
-}
-
-static void tune_ps_socket(int fd) {
-  braid_sock_tune(fd);
-  braid_sock_short_queue(fd); /* DONE frames must not wait behind megabytes in the kernel */
-  braid_sock_set_timeout(fd, braid_param_int(BRAID_P_PS_TIMEOUT_MS));
-}
-
-/* Starts (or restarts) the TCP connect to server i from the device's rail i % nrails. */
-static void hs_start(struct hs *h, int i, const struct braid_iface *const *rails, int nrails,
-                     uint64_t now) {
-  struct sockaddr_storage ss;
-  socklen_t len;
-  char err[300];
-  if (resolve(h->servers, i, &ss, &len, err, sizeof err) != 0) {
-    hs_fail(h, "%s", err);
-    return;
-  }
-  const struct braid_iface *ifc = NULL;
-  for (int k = 0; k < nrails && !ifc; k++)
-    if (rails[(i + k) % nrails]->addr.ss_family == ss.ss_family) ifc = rails[(i + k) % nrails];
-  h->fd = ifc ? braid_sock_open(ifc) : socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (h->fd < 0) {
-    hs_fail(h, "cannot open a socket: %s", strerror(errno));
-    return;
-  }
-  tune_ps_socket(h->fd);
-  if (connect(h->fd, (struct sockaddr *)&ss, len) != 0 && errno != EINPROGRESS) {
-    snprintf(h->why, sizeof h->why, "connect: %s", strerror(errno));
-    close(h->fd);
-    h->fd = -1;
-    h->st = HS_RETRY;
-    h->retry_at = now + 200000000ull;
-    return;
-  }
-  h->st = HS_CONNECTING;
-}
-
-/* One step of server i's handshake. */
-static void hs_step(struct hs *h, int i, struct braid_collcomm *cc, const char *token,
-                    const struct braid_iface *const *rails, int nrails, uint64_t now) {
-  struct ps_hdr hdr;
-  switch (h->st) {
-  case HS_RETRY:
-    if (now >= h->retry_at) hs_start(h, i, rails, nrails, now);
-    return;
-  case HS_CONNECTING: {
-    int c = braid_sock_connected(h->fd);
-    if (c == 0) return;
-    if (c < 0) {
-      snprintf(h->why, sizeof h->why, "connect: %s", strerror(errno));
-      close(h->fd);
-      h->fd = -1;
-      h->st = HS_RETRY; /* the server may not be up yet: retry until the deadline */
-      h->retry_at = now + 200000000ull;
-      return;
-    }
-    struct ps_hello hello = {.version = PS_VERSION, .rank = (uint32_t)cc->rank, .nranks = (uint32_t)cc->nranks};
-    memcpy(hello.session, cc->session, PS_SESSION_BYTES);
-    ps_auth_random(hello.nonce, PS_NONCE_BYTES);
-    ps_hello_encode(&hello, h->t.hello);
-    h->auth = braid_param_int(BRAID_P_PS_FRAME_AUTH) != 0;
-    h->t.flags = (uint8_t)((cc->hold ? PS_FLAG_HOLD : 0) | (h->auth ? PS_FLAG_AUTH : 0));
-    struct ps_hdr hh = {.type = PS_HELLO, .len = PS_HELLO_BYTES, .flags = h->t.flags,
-                        .rank = (uint32_t)cc->rank};
-    if (hs_send(h, &hh, h->t.hello) != 0) hs_fail(h, "sending HELLO: %s", strerror(errno));
-    else h->st = HS_CHALLENGE;
-    return;
-  }
-  case HS_CHALLENGE:
-  case HS_PROOF:
-  case HS_READY_WAIT: {
-    int r = hs_read(h, &hdr);
-    if (r <= 0) return;
-    int tagged = h->auth && h->st == HS_READY_WAIT;
-    if (tagged) { /* READY (or a late REFUSE/ERROR) is the server's frame 0 */
-      uint8_t tag[PS_TAG_BYTES];
-      ps_mac_frame(h->key, PS_DIR_SERVER, 0, h->buf, h->buf + PS_HDR_BYTES, hdr.len, tag);
-      if (!ps_auth_equal_tag(tag, h->buf + PS_HDR_BYTES + hdr.len)) {
-        hs_fail(h, "the server's %s frame failed its authentication tag (modified in transit?)",
-                ps_type_name(hdr.type));
-        return;
-      }
-    }
-    if (hdr.type == PS_REFUSE || hdr.type == PS_ERROR) {
-      char text[PS_MAX_TEXT + 1], why[PS_MAX_TEXT + 16];
-      ps_text_decode(h->buf + PS_HDR_BYTES, hdr.len, text, sizeof text);
-      snprintf(why, sizeof why, "refused: %s", text);
-      if (hdr.type == PS_REFUSE && (hdr.flags & PS_FLAG_BUSY) && h->st == HS_CHALLENGE) hs_retry(h, why);
-      else hs_fail(h, "%s", why);
-      return;
-    }
-    if (h->st == HS_CHALLENGE && hdr.type == PS_CHALLENGE) {
-      /* We prove first; the server proves only to a head that knows the token. */
-      memcpy(h->t.server_nonce, h->buf + PS_HDR_BYTES, PS_NONCE_BYTES);
-      uint8_t proof[PS_PROOF_BYTES];
-      ps_auth_head_proof(token, &h->t, proof);
-      struct ps_hdr ah = {.type = PS_AUTH, .len = PS_AUTH_BYTES, .rank = (uint32_t)cc->rank};
-      if (hs_send(h, &ah, proof) != 0) hs_fail(h, "sending AUTH: %s", strerror(errno));
-      else h->st = HS_PROOF;
-      return;
-    }
-    if (h->st == HS_PROOF && hdr.type == PS_PROOF) {
-      uint8_t want[PS_PROOF_BYTES];
-      ps_auth_server_proof(token, &h->t, want);
-      if (!ps_auth_equal(want, h->buf + PS_HDR_BYTES)) {
-        hs_fail(h, "%s", "the server does not know the job's token (BRAID_PS_TOKEN differs, or "
-                         "something else answered for it)");
-        return;
-      }
-      if (h->auth) ps_auth_conn_key(token, &h->t, h->key);
-      h->st = HS_READY_WAIT;
-      return;
-    }
-    if (h->st == HS_READY_WAIT && hdr.type == PS_READY) {
-      h->st = HS_READY;
-      return;
-    }
-    hs_fail(h, "unexpected %s frame during the handshake", ps_type_name(hdr.type));
-    return;
-  }
-  default:
-    return;
-  }
-}
-
 static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct server_list *servers,
                                    const struct braid_iface *const *rails, int nrails) {
   char token[PS_TOKEN_MAX + 1];
-  if (coll_token(token, sizeof token) <= 0) {
+  if (braid_coll_token(token, sizeof token) <= 0) {
     explicit_bzero(token, sizeof token);
     return ncclInvalidArgument;
   }
-  struct hs hs[PS_MAX_SERVERS];
+  struct ps_hs hs[PS_MAX_SERVERS];
   uint64_t now = braid_now_ns();
+  for (int i = 0; i < cc->nservers; i++) cc->srv[i].host = servers->host[i], cc->srv[i].port = servers->port[i];
   uint64_t deadline = now + (uint64_t)braid_param_int(BRAID_P_PS_CONNECT_TIMEOUT_MS) * 1000000ull;
   uint64_t first_ready = 0;
   for (int i = 0; i < cc->nservers; i++) {
-    memset(&hs[i], 0, sizeof hs[i]);
-    hs[i].fd = -1;
-    hs[i].servers = servers;
-    hs_start(&hs[i], i, rails, nrails, now);
+    ps_client_hs_init(cc, &hs[i], i, cc->session);
+    ps_hs_start(&hs[i], i, rails, nrails, now);
   }
   for (;;) {
     int pending = 0;
@@ -580,28 +357,28 @@ static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct serve
     int np = 0;
     now = braid_now_ns();
     for (int i = 0; i < cc->nservers; i++) {
-      hs_step(&hs[i], i, cc, token, rails, nrails, now);
-      if (hs[i].st == HS_READY || hs[i].st == HS_FAILED) continue;
+      ps_hs_step(&hs[i], i, token, rails, nrails, now);
+      if (hs[i].st == PS_HS_READY || hs[i].st == PS_HS_FAILED) continue;
       pending++;
       if (hs[i].fd >= 0)
-        pfd[np++] = (struct pollfd){.fd = hs[i].fd, .events = hs[i].st == HS_CONNECTING ? POLLOUT : POLLIN};
+        pfd[np++] = (struct pollfd){.fd = hs[i].fd, .events = hs[i].st == PS_HS_CONNECTING ? POLLOUT : POLLIN};
     }
     if (!pending) break;
     /* Once a server is ready, one that still refuses connections (down, or not started) gets a
      * short grace, not the whole deadline: the job starts on the others. */
     if (!first_ready)
       for (int i = 0; i < cc->nservers; i++)
-        if (hs[i].st == HS_READY) first_ready = now;
+        if (hs[i].st == PS_HS_READY) first_ready = now;
     for (int i = 0; first_ready && now - first_ready > 2000000000ull && i < cc->nservers; i++)
-      if (hs[i].st == HS_RETRY) hs_fail(&hs[i], "%s", hs[i].why[0] ? hs[i].why : "unreachable");
+      if (hs[i].st == PS_HS_RETRY) ps_hs_fail(&hs[i], "%s", hs[i].why[0] ? hs[i].why : "unreachable");
     if (now >= deadline) {
       for (int i = 0; i < cc->nservers; i++)
-        if (hs[i].st != HS_READY && hs[i].st != HS_FAILED) {
+        if (hs[i].st != PS_HS_READY && hs[i].st != PS_HS_FAILED) {
           char why[300];
-          snprintf(why, sizeof why, "%s", hs[i].st == HS_READY_WAIT
+          snprintf(why, sizeof why, "%s", hs[i].st == PS_HS_READY_WAIT
                                               ? "not every head joined within BRAID_PS_CONNECT_TIMEOUT_MS"
                                               : hs[i].why[0] ? hs[i].why : "no answer");
-          hs_fail(&hs[i], "%s", why);
+          ps_hs_fail(&hs[i], "%s", why);
         }
       break;
     }
@@ -613,22 +390,19 @@ static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct serve
     snprintf(s->name, sizeof s->name, "%s:%s", servers->host[i], servers->port[i]);
     s->stats = braid_telemetry_add_server(cc->dev, cc->rank, s->name);
     if (s->stats) {
-      atomic_store(&s->stats->up, hs[i].st == HS_READY);
-      atomic_store(&s->stats->failures, hs[i].st != HS_READY);
+      atomic_store(&s->stats->up, hs[i].st == PS_HS_READY);
+      atomic_store(&s->stats->failures, hs[i].st != PS_HS_READY);
     }
-    if (hs[i].st == HS_READY) {
-      s->fd = hs[i].fd;
-      s->auth = hs[i].auth;
-      memcpy(s->key, hs[i].key, PS_KEY_BYTES);
-      s->tx_seq = 0;
-      s->rx_seq = 1; /* READY was frame 0 */
+    if (hs[i].st == PS_HS_READY) {
+      ps_client_adopt(cc, i, &hs[i]);
       ready++;
     } else {
       s->fd = -1;
       s->lost = 1;
       cc->lost |= 1u << i;
-      BRAID_WARN("CollNet rank %d/%d: braid-ps server %s not usable: %s", cc->rank, cc->nranks,
-                 s->name, hs[i].why);
+      ps_rejoin_lost(cc, i, now); /* it may come up later */
+      BRAID_WARN("CollNet rank %d/%d: braid-ps server %s not usable: %s; this communicator takes it "
+                 "when it is back", cc->rank, cc->nranks, s->name, hs[i].why);
     }
   }
   explicit_bzero(hs, sizeof hs); /* the keys live on in cc->srv[] only */
@@ -705,13 +479,12 @@ ncclResult_t braid_coll_connect(void *handles[], int nranks, int rank, void *lis
   cc->t_open = braid_now_ns();
   memset(cc->my_weights, 255, sizeof cc->my_weights);
   ps_auth_session_id(nonces, nranks, H_NONCE, cc->session);
-  const struct braid_iface *rails[BRAID_MAX_RAILS];
-  int nrails = braid_devtable_rails(BRAID_VIEW_COLLNET, l->dev, rails, BRAID_MAX_RAILS);
-  if (nrails <= 0) {
+  cc->nrails = braid_devtable_rails(BRAID_VIEW_COLLNET, l->dev, cc->rails, BRAID_MAX_RAILS);
+  if (cc->nrails <= 0) {
     rc = ncclInvalidArgument;
     goto out;
   }
-  rc = run_handshakes(cc, l->servers, rails, nrails);
+  rc = run_handshakes(cc, l->servers, cc->rails, cc->nrails);
   if (rc) goto out;
   char list[PS_MAX_SERVERS * 100] = "";
   size_t o = 0;

@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "proto.h"
 #include "stripe/telemetry.h"
+#include "topo/devices.h" /* BRAID_MAX_RAILS, struct braid_iface */
 
 /* Operations one head may have issued and not yet reported done; also the distance at which
  * rank 0's weights take effect (every head has received op seq's results before it may issue op
@@ -57,6 +58,9 @@ struct ps_op {
   uint8_t attach[PS_MAX_SERVERS];       /* rank 0: its estimate, on every push of this op (re-sends
                                            too, so every RESULT of the op carries the same) */
   uint8_t next_weights[PS_MAX_SERVERS]; /* rank 0's, from this op's results: for seq + PS_WINDOW */
+  /* The admission word (collnet_rejoin.c) that goes with the weights: the one this op was issued
+   * under, rank 0's attached to its pushes, and rank 0's from its results. */
+  uint8_t admit, attach_admit, next_admit;
   int have_next;
   uint64_t t_issue;
   void *out_mh;     /* the result's memory handle: copied out of its staging when complete */
@@ -79,10 +83,23 @@ struct ps_queue {
   size_t cap, head, len;
 };
 
+struct ps_hs;
+struct ps_rejoin;
+
 struct ps_srv {
   int fd;
   int lost;
   char name[96];
+  const char *host, *port; /* BRAID_PS_SERVERS' (kept for the life of the process) */
+  /* Re-admission after a loss (collnet_rejoin.c). */
+  struct ps_rejoin *rj;    /* a handshake with a new session under way, or standing by */
+  uint64_t rj_at, rj_wait; /* the next step or attempt, and the back-off */
+  uint32_t gen;            /* the session generation this head joins next (0: the set-up's) */
+  int standby;             /* rj is READY: every head joined; waits for rank 0's admission */
+  int announced;           /* rank 0: its admission is on its way (attached to pushes) */
+  uint64_t admit_seq;      /* operations from this one on may use it (reroute targets) */
+  uint64_t lost_seq, lost_ns, standby_seq, standby_ns; /* for the re-admission's log line */
+  uint64_t rejoins;
   /* Control frames (DONE) go ahead of queued PUSHes at the next frame boundary, so an
    * operation's completion never waits behind later operations' data. */
   struct ps_queue data, ctl;
@@ -129,6 +146,10 @@ struct braid_collcomm {
   struct ps_hist hist[PS_WINDOW]; /* the PS_WINDOW operations before those in ops[] */
   struct ps_rate rate[PS_MAX_SERVERS]; /* each server's throughput as this head sees it */
   uint8_t my_weights[PS_MAX_SERVERS]; /* rank 0: its current estimate, attached to its pushes */
+  uint8_t admit;                      /* the admission word of the operation issued last */
+  uint8_t my_admit;                   /* rank 0: the admission word it attaches */
+  const struct braid_iface *rails[BRAID_MAX_RAILS]; /* the device's, for new connections */
+  int nrails;
   struct ps_piece *layout;            /* the layout of the op being issued (ps_layout) */
   uint32_t layout_cap;
   uint8_t logged_weights[PS_MAX_SERVERS];
@@ -138,6 +159,41 @@ struct braid_collcomm {
   uint64_t nops, reroutes, bytes;
   uint64_t t_open;
 };
+
+/* The job's token into buf (BRAID_PS_TOKEN_FILE's first line, else BRAID_PS_TOKEN): 1, 0 when
+ * neither is set, -1 (WARN) when it cannot be read (collnet.c). */
+int braid_coll_token(char *buf, size_t n);
+
+/* ---- re-admission of lost servers (collnet_rejoin.c) ----
+ *
+ * A lost server is reconnected with back-off (100 ms doubling to 5 s) into a new session, whose
+ * id is the set-up's with the server's generation (times this head lost it) mixed in, so that a
+ * server that stayed up (a network cut) takes the heads back too.  The server answers READY once
+ * every head joined; the server then stands by.  Rank 0 alone decides when a standing-by server
+ * is used again: it attaches an admission word (epoch << 4 | server) to its pushes, which the
+ * servers echo on every RESULT with the weights; every head issues operation seq under the word
+ * of operation seq - PS_WINDOW, as it does the weights, and admits the server at the operation
+ * where the word changes.  So every head re-admits it at the same operation, and reroutes the
+ * partitions of earlier operations as if it were still lost. */
+
+/* Sets up h for a handshake with server i of cc for the given session. */
+void ps_client_hs_init(struct braid_collcomm *cc, struct ps_hs *h, int i, const uint8_t session[PS_SESSION_BYTES]);
+/* Takes over a READY handshake's connection as server i's. */
+void ps_client_adopt(struct braid_collcomm *cc, int i, struct ps_hs *h);
+/* Servers lost to operation seq: lost now, or re-admitted only at a later operation. */
+uint32_t ps_client_lost_for(const struct braid_collcomm *cc, uint64_t seq);
+/* Server i was lost: its re-admission starts (with back-off). */
+void ps_rejoin_lost(struct braid_collcomm *cc, int i, uint64_t now);
+/* Steps the handshakes of lost servers and watches the standing-by ones. */
+void ps_rejoin_progress(struct braid_collcomm *cc, uint64_t now);
+/* At the issue of operation seq under admission word `admit`: re-admits the server it names when
+ * it changed. */
+void ps_rejoin_admit(struct braid_collcomm *cc, uint64_t seq, uint8_t admit);
+/* Rank 0: the servers that stand by (its weights may give them work), and the admission word
+ * it attaches to the operation it issues now. */
+uint32_t ps_rejoin_standby(struct braid_collcomm *cc);
+/* Frees what re-admission holds. */
+void ps_rejoin_teardown(struct braid_collcomm *cc);
 
 /* p as a live collComm, or NULL after a WARN naming the call (what). */
 struct braid_collcomm *braid_collcomm_check(void *p, const char *what);

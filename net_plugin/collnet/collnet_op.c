@@ -75,6 +75,7 @@ static void push_part(struct braid_collcomm *cc, struct ps_op *op, uint32_t p) {
   struct ps_hdr h = {.type = PS_PUSH, .dtype = (uint8_t)op->dtype, .op = (uint8_t)op->op,
                      .len = (uint32_t)pt->len, .part = p, .seq = op->seq, .rank = (uint32_t)cc->rank};
   memcpy(h.weights, op->attach, PS_MAX_SERVERS);
+  h.flags = op->attach_admit;
   pt->state = PART_QUEUED;
   pt->release_pending = 0;
   const char *in = op->stage ? op->stage : op->send;
@@ -120,11 +121,15 @@ void ps_client_lose(struct braid_collcomm *cc, int si, const char *why) {
   q_free(&s->data);
   q_free(&s->ctl);
   s->dst = NULL;
-  int to = ps_reroute(si, cc->lost, cc->nservers);
+  ps_rejoin_lost(cc, si, braid_now_ns());
+  /* Where each operation's partitions go: the next server that operation may use (one
+   * re-admitted later is not a target for the operations before, on any head). */
+  int any = ps_reroute(si, cc->lost, cc->nservers);
   int moved = 0, failed = 0;
   for (int k = 0; k < PS_WINDOW; k++) {
     struct ps_op *op = &cc->ops[k];
     if (!op->used || op->complete || op->failed) continue;
+    int to = ps_reroute(si, ps_client_lost_for(cc, op->seq), cc->nservers);
     for (uint32_t p = 0; p < op->nparts; p++) {
       struct ps_part *pt = &op->parts[p];
       if (pt->server != si || pt->state == PART_RELEASED) continue;
@@ -141,7 +146,7 @@ void ps_client_lose(struct braid_collcomm *cc, int si, const char *why) {
     }
   }
   cc->reroutes += (uint64_t)moved;
-  if (to < 0) {
+  if (any < 0) {
     fail_all(cc, why);
     return;
   }
@@ -152,8 +157,8 @@ void ps_client_lose(struct braid_collcomm *cc, int si, const char *why) {
   struct ps_hdr g = {.type = PS_GONE, .rank = (uint32_t)cc->rank};
   for (int k = 0; cc->hold && k < PS_WINDOW; k++) {
     struct ps_op *op = &cc->ops[k];
-    if (op->magic != OP_MAGIC || op->failed) continue;
-    for (uint32_t p = 0; p < op->nparts; p++) {
+    int to = op->magic == OP_MAGIC ? ps_reroute(si, ps_client_lost_for(cc, op->seq), cc->nservers) : -1;
+    for (uint32_t p = 0; to >= 0 && !op->failed && p < op->nparts; p++) {
       struct ps_part *pt = &op->parts[p];
       if (pt->server != si || pt->state != PART_RELEASED) continue;
       pt->server = to;
@@ -161,7 +166,8 @@ void ps_client_lose(struct braid_collcomm *cc, int si, const char *why) {
       gone += q_push(&cc->srv[to].ctl, &g, NULL, 0) == 0;
     }
     struct ps_hist *hi = &cc->hist[k];
-    for (uint32_t p = 0; hi->valid && p < hi->nparts; p++) {
+    to = hi->valid ? ps_reroute(si, ps_client_lost_for(cc, hi->seq), cc->nservers) : -1;
+    for (uint32_t p = 0; to >= 0 && p < hi->nparts; p++) {
       if (hi->srv[p] != si) continue;
       hi->srv[p] = (int8_t)to;
       g.seq = hi->seq, g.part = p;
@@ -170,7 +176,7 @@ void ps_client_lose(struct braid_collcomm *cc, int si, const char *why) {
   }
   BRAID_WARN("CollNet rank %d/%d: braid-ps server %s lost (%s); %d pending partition(s) re-sent to "
              "%s (and %d completed ones reported there)%s", cc->rank, cc->nranks, s->name, why, moved,
-             cc->srv[to].name, gone,
+             cc->srv[any].name, gone,
              failed ? "; operations already completed elsewhere cannot be recovered without "
                       "BRAID_PS_HOLD=1 and fail" : "");
 }
@@ -318,6 +324,7 @@ static void on_frame(struct braid_collcomm *cc, int si) {
   if (s->stats) atomic_fetch_add(&s->stats->result_bytes, h->len);
   ps_rate_done(&cc->rate[si], braid_now_ns(), h->len);
   memcpy(op->next_weights, h->weights, PS_MAX_SERVERS);
+  op->next_admit = h->flags;
   op->have_next = 1;
   if (cc->hold) queue_done(cc, si, h->seq, h->part);
   else release_part(op, pt);
@@ -398,6 +405,7 @@ static int read_in(struct braid_collcomm *cc, int si) {
 }
 
 static void progress(struct braid_collcomm *cc) {
+  if (cc->lost) ps_rejoin_progress(cc, braid_now_ns());
   for (int rounds = 0; rounds < 16; rounds++) {
     int moved = 0;
     for (int i = 0; i < cc->nservers; i++) {
@@ -461,16 +469,19 @@ static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, voi
   uint64_t now = braid_now_ns();
   /* The weights for this op: rank 0's, attached to op seq - PS_WINDOW (every head has that op's
    * results by now), or equal weights for the first ops. */
-  uint8_t w[PS_MAX_SERVERS];
+  uint8_t w[PS_MAX_SERVERS], admit = 0;
   if (cc->seq < PS_WINDOW) {
     memset(w, 0, sizeof w);
     memset(w, 1, (size_t)cc->nservers);
   } else {
     memcpy(w, op->have_next ? op->next_weights : op->weights, sizeof w);
+    admit = op->have_next ? op->next_admit : op->admit;
   }
+  ps_rejoin_admit(cc, cc->seq, admit); /* a lost server rank 0 re-admits from this op */
   if (cc->rank == 0) { /* every op counts towards each server's measurement window (assign.h) */
     for (int i = 0; i < cc->nservers; i++) ps_rate_window(&cc->rate[i], now);
-    ps_weights(cc->rate, cc->nservers, cc->lost, cc->my_weights);
+    /* Servers standing by get weights: the ops that use them are issued after their admission. */
+    ps_weights(cc->rate, cc->nservers, cc->lost & ~ps_rejoin_standby(cc), cc->my_weights);
     if (cc->equal_weights)
       for (int i = 0; i < cc->nservers; i++) cc->my_weights[i] = cc->my_weights[i] ? 255 : 0;
     log_weights(cc, now);
@@ -533,8 +544,10 @@ static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, voi
   op->have_next = 0;
   op->t_issue = now;
   memcpy(op->weights, w, sizeof w);
+  op->admit = admit;
   if (cc->rank == 0) memcpy(op->attach, cc->my_weights, sizeof op->attach);
   else memset(op->attach, 0, sizeof op->attach);
+  op->attach_admit = cc->rank == 0 ? cc->my_admit : 0;
   for (uint32_t p = 0; p < nparts; p++) {
     struct ps_part *pt = &op->parts[p];
     pt->off = cc->layout[p].off;
@@ -649,6 +662,7 @@ void braid_coll_idle_progress(void) {
 }
 
 void ps_client_teardown(struct braid_collcomm *cc) {
+  ps_rejoin_teardown(cc);
   for (int i = 0; i < cc->nservers; i++) {
     braid_telemetry_remove_server(cc->srv[i].stats);
     cc->srv[i].stats = NULL;

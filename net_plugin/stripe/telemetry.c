@@ -75,6 +75,7 @@ struct braid_server_stats *braid_telemetry_add_server(int dev, int rank, const c
       if (*c == '"' || *c == '\\' || *c == '\n') *c = '_';
     atomic_store(&s->up, 0), atomic_store(&s->failures, 0);
     atomic_store(&s->parts, 0), atomic_store(&s->result_bytes, 0);
+    atomic_store(&s->rejoins, 0), atomic_store(&s->last_rejoin_ns, 0);
     atomic_store(&s->in_use, 1);
   }
   pthread_mutex_unlock(&telemetry_lock);
@@ -94,6 +95,13 @@ void braid_telemetry_rejoined(struct braid_rail_stats *s, uint64_t now_ns) {
   atomic_store(&s->last_rejoin_ns, now_ns ? now_ns : 1);
 }
 
+void braid_telemetry_server_rejoined(struct braid_server_stats *s, uint64_t now_ns) {
+  if (!s) return;
+  atomic_store(&s->up, 1);
+  atomic_fetch_add(&s->rejoins, 1);
+  atomic_store(&s->last_rejoin_ns, now_ns ? now_ns : 1);
+}
+
 static const char *const telemetry_metrics[][3] = {
     {"braid_rail_bytes_total", "counter", "Bytes delivered on a rail (acknowledged by the peer)"},
     {"braid_rail_chunks_total", "counter", "Chunks delivered on a rail"},
@@ -108,27 +116,35 @@ static const char *const telemetry_metrics[][3] = {
 #define TELEMETRY_METRICS (int)(sizeof telemetry_metrics / sizeof telemetry_metrics[0])
 
 static const char *const server_metrics[][3] = {
-    {"braid_ps_server_up", "gauge", "1 while the braid-ps server serves this CollNet head, 0 once lost"},
+    {"braid_ps_server_up", "gauge", "1 while the braid-ps server serves this CollNet head, 0 while lost"},
     {"braid_ps_server_failures_total", "counter", "Times the server was lost (or unusable at set-up)"},
     {"braid_ps_server_partitions_total", "counter", "Partitions this head pushed to the server"},
     {"braid_ps_server_result_bytes_total", "counter", "Summed bytes the server returned to this head"},
+    {"braid_ps_server_rejoins_total", "counter", "Times the server was re-admitted after being lost"},
+    {"braid_ps_server_last_rejoin_timestamp_seconds", "gauge", "When the server was last re-admitted (Unix time; 0: never)"},
 };
 #define SERVER_METRICS (int)(sizeof server_metrics / sizeof server_metrics[0])
-
-static uint64_t server_value(struct braid_server_stats *s, int metric) {
-  switch (metric) {
-    case 0: return (uint64_t)atomic_load(&s->up);
-    case 1: return atomic_load(&s->failures);
-    case 2: return atomic_load(&s->parts);
-    default: return atomic_load(&s->result_bytes);
-  }
-}
 
 /* A braid_now_ns instant as Unix seconds (now: the same clock's reading and CLOCK_REALTIME's). */
 static uint64_t telemetry_unix_s(uint64_t at_ns, uint64_t now_ns, const struct timespec *real) {
   uint64_t ago = now_ns > at_ns ? now_ns - at_ns : 0;
   uint64_t real_ns = (uint64_t)real->tv_sec * 1000000000ull + (uint64_t)real->tv_nsec;
   return real_ns > ago ? (real_ns - ago) / 1000000000ull : 0;
+}
+
+static uint64_t server_value(struct braid_server_stats *s, int metric, uint64_t now_ns,
+                             const struct timespec *real) {
+  switch (metric) {
+    case 0: return (uint64_t)atomic_load(&s->up);
+    case 1: return atomic_load(&s->failures);
+    case 2: return atomic_load(&s->parts);
+    case 3: return atomic_load(&s->result_bytes);
+    case 4: return atomic_load(&s->rejoins);
+    default: {
+      uint64_t at = atomic_load(&s->last_rejoin_ns);
+      return at ? telemetry_unix_s(at, now_ns, real) : 0;
+    }
+  }
 }
 
 static uint64_t telemetry_value(struct braid_rail_stats *s, int metric, uint64_t now_ns,
@@ -181,7 +197,7 @@ int braid_telemetry_write(const char *path) {
                 server_metrics[m][0], server_metrics[m][1]);
       any = true;
       fprintf(f, "%s{pid=\"%d\",dev=\"%d\",rank=\"%d\",server=\"%s\"} %llu\n", server_metrics[m][0],
-              (int)getpid(), s->dev, s->rank, s->server, (unsigned long long)server_value(s, m));
+              (int)getpid(), s->dev, s->rank, s->server, (unsigned long long)server_value(s, m, now_ns, &ts));
     }
   }
   pthread_mutex_unlock(&telemetry_lock);

@@ -33,6 +33,8 @@ struct braid_server_stats {
   atomic_uint_fast64_t failures;    /* times it was lost (or unusable at set-up) */
   atomic_uint_fast64_t parts;       /* partitions pushed to it */
   atomic_uint_fast64_t result_bytes; /* summed bytes it returned */
+  atomic_uint_fast64_t rejoins;     /* times it was re-admitted after being lost */
+  atomic_uint_fast64_t last_rejoin_ns; /* braid_now_ns of the last re-admission (0: never) */
 };
 
 /* A slot for one rail of one connection; NULL when the registry is full (telemetry is then
@@ -44,6 +46,8 @@ struct braid_server_stats *braid_telemetry_add_server(int dev, int rank, const c
 void braid_telemetry_remove_server(struct braid_server_stats *s);
 /* The rail came back (now_ns: braid_now_ns). */
 void braid_telemetry_rejoined(struct braid_rail_stats *s, uint64_t now_ns);
+/* The server was re-admitted: up again, counted (now_ns: braid_now_ns). */
+void braid_telemetry_server_rejoined(struct braid_server_stats *s, uint64_t now_ns);
 /* Whether BRAID_METRICS_FILE is set (cached). */
 bool braid_telemetry_on(void);
 /* Rewrites BRAID_METRICS_FILE when its interval has passed (cheap to call often). */

@@ -44,7 +44,7 @@ build() { # target: its binary in $OUT, the compiler's messages in $OUT/$t.build
   # for the rest (test/fuzz/net_stubs.c), on a clock the harness moves
   [ "$t" = fuzz_rx ] || [ "$t" = fuzz_tx_ack ] && srcs=(test/fuzz/net_stubs.c "${DATA_PATH[@]}") libs=(-lm) defs=(-DBRAID_CLOCK_FAKE)
   [ "$t" = fuzz_verbs_ctl ] && srcs=(test/fuzz/net_stubs.c test/verbs_proto/flush_none.c net_plugin/transport/verbs/verbs_conn.c net_plugin/transport/verbs/verbs_rejoin.c net_plugin/stripe/sched.c "${WIRE[@]}") libs=(-lm) # fake endpoint in the target
-  [ "$t" = fuzz_collnet_client ] && srcs=(test/fuzz/net_stubs.c net_plugin/collnet/collnet_op.c ps_offload/assign.c ps_offload/proto.c
+  [ "$t" = fuzz_collnet_client ] && srcs=(test/fuzz/net_stubs.c net_plugin/collnet/collnet_op.c net_plugin/collnet/collnet_rejoin.c ps_offload/assign.c ps_offload/proto.c
     ps_offload/reduce.c ps_offload/reduce_x86.c ps_offload/auth.c common/dynlib.c common/sodium_lib.c) libs=(-lm -ldl -lpthread)
   "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -iquote common -iquote net_plugin -iquote ps_offload -iquote test/fuzz \

@@ -105,6 +105,54 @@ if [ -z "$why" ]; then ok "collnet-server-killed"; else bad "collnet-server-kill
 wait "$killer"
 fi
 
+# A server killed and started again on its address, three times in one run, the other three of
+# four serving throughout: every iteration verified (4 ranks x (1 + 150 + 1) outputs, each its own
+# data), and every head re-admitted the server each time: its metrics say up, lost 3 times,
+# rejoined 3 times, and the last instance summed partitions of this communicator (its session
+# log).  Each head re-admits it at the same op (rank 0 decides): a head that used it at another
+# op than the others would hang the run (the timeout) or fail its check.
+restart_server() { # N: a new braid-ps on port[N] (the old one killed), appending to its log
+  local n=$1
+  "$PS" --listen "127.0.0.1:${port[$n]}" --threads 2 >>"$tmp/ps$n.log" 2>&1 &
+  spid[$n]=$!; pids+=("$!")
+}
+if want collnet-server-restarted && start_server 4 && start_server 5 && start_server 6 && start_server 7; then
+  rm -f "$tmp"/metrics.*
+  ( for k in 1 2 3; do
+      sleep 2; kill -9 "${spid[7]}"; sleep 0.5; : >"$tmp/ps7.log"; restart_server 7
+      echo "${spid[7]}" >"$tmp/last7"
+    done; echo done >>"$tmp/last7" ) &
+  killer=$!
+  why=""
+  if ! BRAID_PS_SERVERS=127.0.0.1:${port[4]},127.0.0.1:${port[5]},127.0.0.1:${port[6]},127.0.0.1:${port[7]} \
+       BRAID_METRICS_FILE="$tmp/metrics.%p" BRAID_METRICS_INTERVAL_MS=100 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET \
+       timeout 300 "$PERF" "${C[@]}" -n 4 -b 8M -e 8M --iters 150 -w 1 --check-all >"$tmp/out" 2>&1; then
+    why="exit status"
+  elif ! grep -q "Outputs checked      : 608 (all ranks; every iteration)" "$tmp/out"; then why="not every iteration checked"
+  elif ! grep -q done "$tmp/last7"; then why="the run ended before the third restart"
+  elif [ "$(server_metric braid_ps_server_failures_total "${port[7]}" | tr -d '\n')" != 3333 ]; then
+    why="server 7 lost per head: $(server_metric braid_ps_server_failures_total "${port[7]}" | tr '\n' ' ') (want 3 each)"
+  elif [ "$(server_metric braid_ps_server_rejoins_total "${port[7]}" | tr -d '\n')" != 3333 ]; then
+    why="server 7 re-admitted per head: $(server_metric braid_ps_server_rejoins_total "${port[7]}" | tr '\n' ' ') (want 3 each)"
+  elif [ "$(server_metric braid_ps_server_up "${port[7]}" | tr -d '\n')" != 1111 ]; then
+    why="server 7 not up on every head at the end"
+  elif [ "$(grep -c "braid-ps server 127.0.0.1:${port[7]} re-admitted from op" "$tmp/out")" != 12 ]; then
+    why="$(grep -c "re-admitted from op" "$tmp/out") re-admission lines (want 4 heads x 3)"
+  elif [ "$(grep -o "re-admitted from op [0-9]*" "$tmp/out" | sort | uniq -c | awk '{print $1}' | sort -u | tr -d '\n')" != 4 ]; then
+    why="the heads re-admitted it at different ops: $(grep -o "re-admitted from op [0-9]*" "$tmp/out" | sort | uniq -c | tr '\n' ' ')"
+  else
+    sleep 0.5
+    n=$(sed -n 's/.*session .* closed: 4 ranks (4 joined), [0-9]* ops, \([0-9]*\) partitions.*/\1/p' "$tmp/ps7.log" | tail -n 1)
+    [ "${n:-0}" -gt 0 ] || why="the last instance of server 7 summed no partition: $(tail -n 3 "$tmp/ps7.log" | tr '\n' ' ')"
+  fi
+  if [ -z "$why" ]; then ok "collnet-server-restarted (3 kills and restarts; re-admitted at ops $(grep -o "re-admitted from op [0-9]*" "$tmp/out" | awk '{print $4}' | sort -un | tr '\n' ' '))"
+  else bad "collnet-server-restarted ($why)"; grep -E "re-admitted|lost|back|used again" "$tmp/out" | head -n 30 | sed 's/^/     /'
+    [ -n "${COLLNET_KEEP:-}" ] && cp "$tmp/out" "$COLLNET_KEEP"; fi
+  wait "$killer" 2>/dev/null
+  for n in 4 5 6; do kill "${spid[$n]}" 2>/dev/null; done
+  kill "$(head -n 3 "$tmp/last7" | tail -n 1)" 2>/dev/null
+fi
+
 # On the path between the heads and one server: a proxy that flips one bit of what the server
 # sends (FLIP_AT bytes into the first connection that gets that far: a RESULT's payload).
 cat >"$tmp/tamper.py" <<'PY'

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #define MAX_ROWS 1024
-#define NMETRICS 13 /* 0-8 a rail's, 9-12 a braid-ps server's */
+#define NMETRICS 15 /* 0-8 a rail's, 9-14 a braid-ps server's */
 
 struct row {
   char key[256]; /* pid/dev/peer/rail/nic labels */
@@ -22,7 +22,8 @@ static const char *const metric_names[NMETRICS] = {
     "braid_rail_failovers_total", "braid_rail_demotions_total", "braid_rail_state",
     "braid_rail_estimate_bits_per_second", "braid_rail_rejoins_total",
     "braid_rail_last_rejoin_timestamp_seconds", "braid_ps_server_up", "braid_ps_server_failures_total",
-    "braid_ps_server_partitions_total", "braid_ps_server_result_bytes_total"};
+    "braid_ps_server_partitions_total", "braid_ps_server_result_bytes_total",
+    "braid_ps_server_rejoins_total", "braid_ps_server_last_rejoin_timestamp_seconds"};
 static const char *const state_names[] = {"active", "degraded", "probing", "down"};
 
 static struct row rows[MAX_ROWS];
@@ -79,14 +80,19 @@ static void print_servers(void) {
     struct row *r = &rows[i];
     if (!is_server(r)) continue;
     if (!header)
-      printf("\n%-7s %-3s %-5s %-32s %-5s %8s %10s %14s\n", "pid", "dev", "rank", "braid-ps server", "state",
-             "failures", "partitions", "result bytes");
+      printf("\n%-7s %-3s %-5s %-32s %-5s %8s %10s %14s %7s %s\n", "pid", "dev", "rank", "braid-ps server",
+             "state", "failures", "partitions", "result bytes", "rejoins", "last rejoin");
     header = true;
     char pid[16], dev[8], rank[16], server[128];
     label(r->key, "pid", pid, sizeof pid), label(r->key, "dev", dev, sizeof dev);
     label(r->key, "rank", rank, sizeof rank), label(r->key, "server", server, sizeof server);
-    printf("%-7s %-3s %-5s %-32s %-5s %8llu %10llu %14llu\n", pid, dev, rank, server, r->v[9] ? "up" : "lost",
-           r->v[10], r->v[11], r->v[12]);
+    char last[32] = "-";
+    if (r->v[14]) {
+      long long ago = (long long)time(NULL) - (long long)r->v[14];
+      snprintf(last, sizeof last, "%llds ago", ago < 0 ? 0 : ago);
+    }
+    printf("%-7s %-3s %-5s %-32s %-5s %8llu %10llu %14llu %7llu %s\n", pid, dev, rank, server,
+           r->v[9] ? "up" : "lost", r->v[10], r->v[11], r->v[12], r->v[13], last);
   }
 }
 
