@@ -204,11 +204,15 @@ void ps_rejoin_admit(struct braid_collcomm *cc, uint64_t seq, uint8_t admit) {
   admit_wait(cc, i);
   uint64_t now = braid_now_ns();
   if (!s->standby) {
-    /* Its session is closed (this head's connection failed, so the server closed it for every
-     * head): every head loses it again, and it comes back in the next generation. */
+    /* This head's connection to the session broke (so the server closed it for every head, and
+     * they lose the server again), or its READY did not come: then it is closed here, which
+     * makes the server close the session, rather than have the other heads wait for this
+     * head's input.  Either way every head meets again in the next generation. */
+    int member = s->rj && (s->rj->hs.st == PS_HS_PROOF || s->rj->hs.st == PS_HS_READY_WAIT);
     BRAID_WARN("CollNet rank %d/%d: braid-ps server %s is used again from op %llu, but this head's "
-               "connection to it is gone; it stays lost", cc->rank, cc->nranks, s->name, (unsigned long long)seq);
-    ps_rejoin_lost(cc, i, now);
+               "connection to it %s; it stays lost and rejoins later", cc->rank, cc->nranks, s->name,
+               (unsigned long long)seq, member ? "got no READY" : "is gone");
+    if (member) rj_retry(cc, i, now, 1, "no READY at the admission");
     return;
   }
   ps_client_adopt(cc, i, &s->rj->hs);

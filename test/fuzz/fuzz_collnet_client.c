@@ -8,7 +8,8 @@
  * sizes (one to many partitions), the servers reading what the client wrote (every frame must
  * decode: PUSH, DONE or GONE), and the servers' replies: a RESULT or RELEASE for a partition
  * pushed to them (right, or with its sequence, partition, length, data type or op changed), an
- * ERROR with text, a frame of a type the client never takes, arbitrary header bytes, replies cut
+ * ERROR with text, a frame of a type the client never takes, arbitrary header bytes, an admission
+ * word (re-admitting a server, collnet_rejoin.c: one never lost, or one with no connection), replies cut
  * at any byte; a server closing.  Checked, besides the sanitizers:
  * - a header that does not decode, a type the client does not take, an ERROR, and a RESULT or
  *   RELEASE for an operation never issued or with a length other than the partition's lose that
@@ -199,6 +200,7 @@ static void reply(int i, uint8_t kind, uint8_t sel, uint8_t mut, uint8_t cut) {
           break;
         case 4: r.dtype ^= 1; break;
         case 5: r.op ^= 1; break;
+        case 6: r.flags = (uint8_t)(mut / 8 + 1); break; /* an admission word: any server, lost or not */
         default: break;
       }
       if (r.type == PS_RESULT && r.len > 65536) r.len = 65536;

@@ -105,8 +105,9 @@ if [ -z "$why" ]; then ok "collnet-server-killed"; else bad "collnet-server-kill
 wait "$killer"
 fi
 
-# A server killed and started again on its address, three times in one run, the other three of
-# four serving throughout: every iteration verified (4 ranks x (1 + 150 + 1) outputs, each its own
+# A server killed and started again on its address, three times in one run (the first time with
+# something answering garbage on its port for a second before), the other three of four serving
+# throughout: every iteration verified (4 ranks x (1 + 150 + 1) outputs, each its own
 # data), and every head re-admitted the server each time: its metrics say up, lost 3 times,
 # rejoined 3 times, and the last instance summed partitions of this communicator (its session
 # log).  Each head re-admits it at the same op (rank 0 decides): a head that used it at another
@@ -118,8 +119,28 @@ restart_server() { # N: a new braid-ps on port[N] (the old one killed), appendin
 }
 if want collnet-server-restarted && start_server 4 && start_server 5 && start_server 6 && start_server 7; then
   rm -f "$tmp"/metrics.*
+  # The first time, for 1 s before the real server is back, something else on its port answers
+  # every connection with garbage: that costs only those rejoin attempts.
+  cat >"$tmp/garbage.py" <<'PY'
+import socket, sys, time
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", int(sys.argv[1]))); ls.listen(64); ls.settimeout(0.05)
+end = time.time() + 1.0
+while time.time() < end:
+    try:
+        c, _ = ls.accept()
+    except OSError:
+        continue
+    try:
+        c.sendall(b"this is not a braid-ps frame, and it is longer than a header is....")
+    except OSError:
+        pass
+    c.close()
+PY
   ( for k in 1 2 3; do
-      sleep 2; kill -9 "${spid[7]}"; sleep 0.5; : >"$tmp/ps7.log"; restart_server 7
+      sleep 2; kill -9 "${spid[7]}"; sleep 0.5
+      [ "$k" = 1 ] && python3 "$tmp/garbage.py" "${port[7]}" 2>/dev/null
+      : >"$tmp/ps7.log"; restart_server 7
       echo "${spid[7]}" >"$tmp/last7"
     done; echo done >>"$tmp/last7" ) &
   killer=$!
@@ -130,6 +151,8 @@ if want collnet-server-restarted && start_server 4 && start_server 5 && start_se
     why="exit status"
   elif ! grep -q "Outputs checked      : 608 (all ranks; every iteration)" "$tmp/out"; then why="not every iteration checked"
   elif ! grep -q done "$tmp/last7"; then why="the run ended before the third restart"
+  elif ! grep -q "not back yet (session generation [0-9]*: bad frame from the server" "$tmp/out"; then
+    why="no rejoin attempt met the garbage (the heads' INFO lines)"
   elif [ "$(server_metric braid_ps_server_failures_total "${port[7]}" | tr -d '\n')" != 3333 ]; then
     why="server 7 lost per head: $(server_metric braid_ps_server_failures_total "${port[7]}" | tr '\n' ' ') (want 3 each)"
   elif [ "$(server_metric braid_ps_server_rejoins_total "${port[7]}" | tr -d '\n')" != 3333 ]; then
