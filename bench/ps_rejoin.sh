@@ -39,6 +39,7 @@ start_server() { # N [PORT]: a braid-ps on 127.0.0.1 (a free port, or PORT)
     [ -n "${2:-}" ] || p=$((20000 + RANDOM % 30000))
     build/braid-ps --listen "127.0.0.1:$p" --threads 2 >"$tmp/ps$n.log" 2>&1 &
     local pid=$!
+    disown "$pid" # killed on purpose: no job notice
     for _ in $(seq 50); do
       if grep -qi "listening" "$tmp/ps$n.log"; then port[$n]=$p; spid[$n]=$pid; pids+=("$pid"); return 0; fi
       kill -0 "$pid" 2>/dev/null || break
@@ -105,7 +106,7 @@ rate() {
     standby=$(sed -n 's/.*CollNet rank 0\/4: braid-ps server .* re-admitted from op \([0-9]*\) .*stood by from op [0-9]*, \([0-9]*\) ops.*/\2 (op \1)/p' "$tmp/restart$r.out" | head -n 1)
     echo "round $r: healthy $(awk -v h="$h" 'BEGIN { printf "%.1f", h / 1e6 }') MB/s of results at rank 0;" \
          "after the re-admission $(awk -v a="$a" 'BEGIN { printf "%.1f", a / 1e6 }') MB/s:" \
-         "after/healthy $(awk -v a="$a" -v h="$h" 'BEGIN { printf "%.2f", h > 0 ? a / h : 0 }')"
+         "after/healthy $(awk -v a="$a" -v h="$h" 'BEGIN { printf "%.2f", (h > 0 ? a / h : 0) }')"
     echo "round $r: re-admitted ${back:-never} s after the restart" \
          "(~$(awk -v o="${ops:-0}" -v s="${secs:-1}" -v b="${back:-0}" 'BEGIN { printf "%.0f", o / s * b }') ops at" \
          "$(awk -v o="${ops:-0}" -v s="${secs:-1}" 'BEGIN { printf "%.0f", o / s }') ops/s);" \
