@@ -103,7 +103,7 @@ suite ofi ./test/integration/ofi_test.sh build
 suite ofi-sanitized ./test/integration/ofi_test.sh build/san
 # Over libfabric: striping and the failures whose detection differs there (the backup rail and
 # the slow rail's demotion are the scheduler's, run over sockets above).
-suite netbed-ofi env NETBED_TRANSPORT=ofi NETBED_ONLY="striping cut blackhole reset setup" ./test/integration/netbed_test.sh build
+suite netbed-ofi env NETBED_TRANSPORT=ofi NETBED_ONLY="striping cut blackhole nic reset setup" ./test/integration/netbed_test.sh build
 # The ofi rejoin (a new endpoint on both ends) under ASan+UBSan: a rail down at set-up joins
 # later (the reset case needs every connection busy on rail 1 during the 0.3 s reset, which the
 # slower sanitized build does not always give).
