@@ -18,8 +18,11 @@ constexpr uint64_t kSec = 1000000000ull;
 constexpr uint64_t kTimeout = 60 * kSec;
 constexpr uint64_t kCheck = 10000000ull;
 
-// A message of one header byte that gives the whole length.
-ssize_t NeedFromFirstByte(const uint8_t *msg, size_t, const void *, char *, size_t) { return msg[0]; }
+// A message of one header byte that gives the whole length (0xff: malformed).
+ssize_t NeedFromFirstByte(const uint8_t *msg, size_t, const void *, char *why, size_t whylen) {
+  if (msg[0] == 0xff) return snprintf(why, whylen, "a malformed header"), -1;
+  return msg[0];
+}
 
 class LinkStartup : public ::testing::Test {
  protected:
@@ -80,6 +83,23 @@ TEST_F(LinkStartup, APeerThatClosesBeforeItsMessageFails) {
   fd_[1] = -1;
   EXPECT_EQ(-1, Poll(100 * kSec + 1));
   EXPECT_NE(std::string::npos, std::string(why_).find("closed")) << why_;
+}
+
+// A peer that answers a start-up (a rejoin's included) with garbage fails that start-up, with the
+// reason, and nothing else: the transport fails that stream, which rejoins again later.
+TEST_F(LinkStartup, GarbageFromThePeerFailsTheStartUpWithItsReason) {
+  const uint8_t mine[1] = {1};
+  ASSERT_EQ(0, braid_link_begin(&l_, fd_[0], mine, sizeof mine, 100 * kSec));
+  const uint8_t garbage[3] = {0xff, 0x12, 0x34};
+  ASSERT_EQ(3, send(fd_[1], garbage, 3, 0));
+  EXPECT_EQ(-1, Poll(100 * kSec + 1));
+  EXPECT_STREQ("a malformed header", why_);
+  const uint8_t too_long[1] = {0xfe};  // 254 bytes announced, within the cap: waits for them
+  LinkStartup::TearDown();
+  SetUp();
+  ASSERT_EQ(0, braid_link_begin(&l_, fd_[0], mine, sizeof mine, 100 * kSec));
+  ASSERT_EQ(1, send(fd_[1], too_long, 1, 0));
+  EXPECT_EQ(0, Poll(100 * kSec + 1));
 }
 
 TEST_F(LinkStartup, ALinkedSocketThatClosesIsReportedClosed) {
