@@ -134,6 +134,7 @@ needs() {
     deb-*) echo deb;;
     threads-tsan) echo build-tsan;;
     collnet-tsan-servers) echo build build-tsan;;
+    collnet-sanitized) echo build build-sanitized;; # build/braid-stat reads the heads' metrics
     *-sanitized) echo build-sanitized;;
     *) echo build;;
   esac

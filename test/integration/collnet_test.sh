@@ -16,6 +16,7 @@ cd "$(dirname "$0")/../.."
 B=${1:-build}
 PERF=$B/braid-perf
 PS=${PS:-$B/braid-ps}   # PS=build/tsan/braid-ps runs the servers under ThreadSanitizer
+STAT=build/braid-stat   # a reader of the metrics files (not in the sanitizer trees)
 export NCCL_NET_PLUGIN=$(realpath "$B/libnccl-net-braid.so") BRAID_SOCKET_IFNAME=lo
 export BRAID_PS_TOKEN=collnet-test-$$-$RANDOM
 tmp=$(mktemp -d)
@@ -159,6 +160,9 @@ PY
     why="server 7 re-admitted per head: $(server_metric braid_ps_server_rejoins_total "${port[7]}" | tr '\n' ' ') (want 3 each)"
   elif [ "$(server_metric braid_ps_server_up "${port[7]}" | tr -d '\n')" != 1111 ]; then
     why="server 7 not up on every head at the end"
+  elif [ "$("$STAT" "$tmp"/metrics.* | awk -v s="127.0.0.1:${port[7]}" \
+          '$4 == s && $5 == "up" && $6 == 3 && $9 == 3 && $11 == "ago"' | wc -l)" != 4 ]; then
+    why="braid-stat does not show server 7 up, lost 3 times and rejoined 3 times on every head: $("$STAT" "$tmp"/metrics.* | grep -F ":${port[7]}" | tr '\n' ' ')"
   elif [ "$(grep -c "braid-ps server 127.0.0.1:${port[7]} re-admitted from op" "$tmp/out")" != 12 ]; then
     why="$(grep -c "re-admitted from op" "$tmp/out") re-admission lines (want 4 heads x 3)"
   elif [ "$(grep -o "re-admitted from op [0-9]*" "$tmp/out" | sort | uniq -c | awk '{print $1}' | sort -u | tr -d '\n')" != 4 ]; then
