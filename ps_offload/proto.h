@@ -12,8 +12,9 @@
  *                     transcript T = HELLO payload | HELLO flags | server_nonce
  *   server -> head    PROOF     {server_proof[32]} = HMAC-SHA256(token, "braid-ps v2 server" | T),
  *                     sent only after head_proof verified; or REFUSE {reason} and a close
- *   server -> head    READY     once every rank 0..nranks-1 of the session has authenticated,
- *                     or REFUSE {reason text} (rank taken, nranks mismatch, ...)
+ *   server -> head    READY     once every rank 0..nranks-1 of the session has authenticated
+ *                     (flags: PS_FLAG_ECHO_ADMIT), or REFUSE {reason text} (rank taken, nranks
+ *                     mismatch, ...)
  *   The token never crosses the wire.  The session id is derived by every head from the CollNet
  *   handles of all heads (so all heads of one communicator name the same session, and nobody
  *   else can guess it).  A version-1 head (HELLO version 1) gets REFUSE naming both versions.
@@ -30,8 +31,9 @@
  *   head   -> server  PUSH    {seq, part, dtype, op, rank, weights[16], flags} + len bytes of input
  *   server -> head    RESULT  {seq, part, dtype, op, weights[16], flags} + len bytes: the reduction
  *                     of every rank's input in rank order 0..n-1; weights and flags are rank 0's
- *                     PUSH's (flags: rank 0's admission word, epoch << 4 | server, with which it
- *                     re-admits a lost server; see the net plugin's collnet_int.h)
+ *                     PUSH's (flags: rank 0's admission word, (session generation mod 16) << 4 |
+ *                     server, with which it re-admits a lost server; see the net plugin's
+ *                     collnet_int.h)
  *   head   -> server  DONE    {seq, part}: this head holds the result
  *   server -> head    RELEASE {seq, part}: every head holds it; the head may complete the op
  *   (With hold-back off — BRAID_PS_HOLD=0 — heads complete on RESULT and never send DONE; the
@@ -78,6 +80,10 @@
 /* On a REFUSE before authentication: refused for load (too many connections in the handshake,
  * from that address or in all), not for anything the head did: it tries again. */
 #define PS_FLAG_BUSY 0x04u
+/* On READY: this server echoes rank 0's PUSH flags (the admission word) on every RESULT, so the
+ * heads may re-admit a lost server through it (a server without it echoes 0: rank 0 then never
+ * re-admits while it holds such a server). */
+#define PS_FLAG_ECHO_ADMIT 0x08u
 
 enum ps_type {
   PS_HELLO = 1,

@@ -598,7 +598,7 @@ static void on_auth(struct ps_conn *c) {
   }
   ps_logf(ctx, PS_LOG_INFO, "session %s ready: %u ranks%s", s->idhex, s->nranks,
           hold ? ", hold-back" : "");
-  struct ps_hdr h = {.type = PS_READY};
+  struct ps_hdr h = {.type = PS_READY, .flags = PS_FLAG_ECHO_ADMIT};
   for (uint32_t i = 0; i < s->nranks; i++) {
     ps_conn_send(fan[i], &h, NULL);
     ps_conn_put(fan[i]);

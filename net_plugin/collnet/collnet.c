@@ -393,6 +393,7 @@ static ncclResult_t run_handshakes(struct braid_collcomm *cc, const struct serve
       atomic_store(&s->stats->up, hs[i].st == PS_HS_READY);
       atomic_store(&s->stats->failures, hs[i].st != PS_HS_READY);
     }
+    if (hs[i].addrlen) s->addr = hs[i].addr, s->addrlen = hs[i].addrlen; /* for its rejoins */
     if (hs[i].st == PS_HS_READY) {
       ps_client_adopt(cc, i, &hs[i]);
       ready++;

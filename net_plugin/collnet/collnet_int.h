@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "assign.h"
 #include "auth.h"
@@ -91,10 +92,14 @@ struct ps_srv {
   int lost;
   char name[96];
   const char *host, *port; /* BRAID_PS_SERVERS' (kept for the life of the process) */
+  struct sockaddr_storage addr; /* resolved once (addrlen 0: not yet) */
+  socklen_t addrlen;
+  int echo_admit;          /* its READY said it echoes the admission word (PS_FLAG_ECHO_ADMIT) */
   /* Re-admission after a loss (collnet_rejoin.c). */
   struct ps_rejoin *rj;    /* a handshake with a new session under way, or standing by */
   uint64_t rj_at, rj_wait; /* the next step or attempt, and the back-off */
-  uint32_t gen;            /* the session generation this head joins next (0: the set-up's) */
+  uint32_t gen;            /* the session generation this head joins next (0: the set-up's):
+                              moved on whenever a session this head was in closes */
   int standby;             /* rj is READY: every head joined; waits for rank 0's admission */
   int announced;           /* rank 0: its admission is on its way (attached to pushes) */
   uint64_t admit_seq;      /* operations from this one on may use it (reroute targets) */
@@ -167,14 +172,17 @@ int braid_coll_token(char *buf, size_t n);
 /* ---- re-admission of lost servers (collnet_rejoin.c) ----
  *
  * A lost server is reconnected with back-off (100 ms doubling to 5 s) into a new session, whose
- * id is the set-up's with the server's generation (times this head lost it) mixed in, so that a
- * server that stayed up (a network cut) takes the heads back too.  The server answers READY once
- * every head joined; the server then stands by.  Rank 0 alone decides when a standing-by server
- * is used again: it attaches an admission word (epoch << 4 | server) to its pushes, which the
- * servers echo on every RESULT with the weights; every head issues operation seq under the word
- * of operation seq - PS_WINDOW, as it does the weights, and admits the server at the operation
- * where the word changes.  So every head re-admits it at the same operation, and reroutes the
- * partitions of earlier operations as if it were still lost. */
+ * id is the set-up's with the server's generation mixed in (moved on whenever a session with it
+ * closes, which every member sees), so that a server that stayed up (a network cut) takes the
+ * heads back too.  The server answers READY once every head joined; the server then stands by.
+ * Rank 0 alone decides when a standing-by server is used again: it attaches an admission word
+ * ((generation mod 16) << 4 | server) to its pushes, which the servers echo on every RESULT with
+ * the weights; every head issues operation seq under the word of operation seq - PS_WINDOW, as it
+ * does the weights, and where the word changes admits the server if it stands by in that very
+ * generation's session.  So every head that uses it again does so from the same operation, one
+ * that cannot closes its connection to that session (the server then closes it for all, and they
+ * lose it again alike), and every head reroutes the partitions of earlier operations as if it
+ * were still lost. */
 
 /* Sets up h for a handshake with server i of cc for the given session. */
 void ps_client_hs_init(struct braid_collcomm *cc, struct ps_hs *h, int i, const uint8_t session[PS_SESSION_BYTES]);
@@ -189,8 +197,9 @@ void ps_rejoin_progress(struct braid_collcomm *cc, uint64_t now);
 /* At the issue of operation seq under admission word `admit`: re-admits the server it names when
  * it changed. */
 void ps_rejoin_admit(struct braid_collcomm *cc, uint64_t seq, uint8_t admit);
-/* Rank 0: the servers that stand by (its weights may give them work), and the admission word
- * it attaches to the operation it issues now. */
+/* Rank 0: announces a standing-by server (the admission word it attaches from now on, when no
+ * other admission is on its way and every server it holds echoes the word) and returns the
+ * servers its weights may give work to although they are lost: the one announced. */
 uint32_t ps_rejoin_standby(struct braid_collcomm *cc);
 /* Frees what re-admission holds. */
 void ps_rejoin_teardown(struct braid_collcomm *cc);

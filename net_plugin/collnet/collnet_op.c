@@ -125,7 +125,7 @@ void ps_client_lose(struct braid_collcomm *cc, int si, const char *why) {
   /* Where each operation's partitions go: the next server that operation may use (one
    * re-admitted later is not a target for the operations before, on any head). */
   int any = ps_reroute(si, cc->lost, cc->nservers);
-  int moved = 0, failed = 0;
+  int moved = 0, failed = 0, nowhere = 0;
   for (int k = 0; k < PS_WINDOW; k++) {
     struct ps_op *op = &cc->ops[k];
     if (!op->used || op->complete || op->failed) continue;
@@ -137,7 +137,8 @@ void ps_client_lose(struct braid_collcomm *cc, int si, const char *why) {
        * input is gone), unless our own input never fully reached the server. */
       if (to < 0 || (!cc->hold && pt->state != PART_QUEUED)) {
         op_fail(op);
-        failed++;
+        if (to < 0) nowhere++; /* its only other servers came back after it was issued */
+        else failed++;
         break;
       }
       pt->server = to;
@@ -175,10 +176,11 @@ void ps_client_lose(struct braid_collcomm *cc, int si, const char *why) {
     }
   }
   BRAID_WARN("CollNet rank %d/%d: braid-ps server %s lost (%s); %d pending partition(s) re-sent to "
-             "%s (and %d completed ones reported there)%s", cc->rank, cc->nranks, s->name, why, moved,
-             cc->srv[any].name, gone,
+             "the next server each operation may use (%s for the newest; %d completed ones reported "
+             "there)%s%s", cc->rank, cc->nranks, s->name, why, moved, cc->srv[any].name, gone,
              failed ? "; operations already completed elsewhere cannot be recovered without "
-                      "BRAID_PS_HOLD=1 and fail" : "");
+                      "BRAID_PS_HOLD=1 and fail" : "",
+             nowhere ? "; operations issued while every other server was lost fail" : "");
 }
 
 /* ---------- progress ---------- */
@@ -475,7 +477,8 @@ static ncclResult_t iallreduce_locked(struct braid_collcomm *cc, void *send, voi
     memset(w, 1, (size_t)cc->nservers);
   } else {
     memcpy(w, op->have_next ? op->next_weights : op->weights, sizeof w);
-    admit = op->have_next ? op->next_admit : op->admit;
+    /* (an op with no partitions had no results: the word stays as it is, on every head) */
+    admit = op->have_next ? op->next_admit : cc->admit;
   }
   ps_rejoin_admit(cc, cc->seq, admit); /* a lost server rank 0 re-admits from this op */
   if (cc->rank == 0) { /* every op counts towards each server's measurement window (assign.h) */

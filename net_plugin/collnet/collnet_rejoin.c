@@ -1,6 +1,8 @@
 /* CollNet: a lost braid-ps server re-admitted within the running communicator (see
  * collnet_int.h, "re-admission").  No thread: the handshakes are stepped from the operations'
- * progress (and the idle progress), at most every millisecond each. */
+ * progress (and the idle progress), at most every millisecond each, without blocking but for the
+ * server's address, resolved once (a host name: the first attempt's lookup), and, at an
+ * admission, at most RJ_ADMIT_WAIT_NS for a READY on its way. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -17,9 +19,9 @@
 #define RJ_WAIT_MIN_NS 100000000ull    /* first attempt 100 ms after the loss ... */
 #define RJ_WAIT_MAX_NS 5000000000ull   /* ... doubling up to 5 s while it cannot be reached */
 #define RJ_STEP_NS 1000000ull          /* a handshake under way is stepped at most this often */
-#define RJ_CONNECT_NS 5000000000ull    /* connect to PROOF; then the server's join timeout: */
-#define RJ_JOIN_NS 70000000000ull      /* it closes a session not full within 60 s */
-#define RJ_ADMIT_WAIT_NS 5000000000ull /* at the admission, for a READY still on its way */
+#define RJ_CONNECT_NS 5000000000ull    /* connect to PROOF; then a bound on the wait for READY */
+#define RJ_JOIN_NS 70000000000ull      /* (braid-ps closes a session not full within 60 s by default) */
+#define RJ_ADMIT_WAIT_NS 200000000ull  /* at the admission, for a READY on its way */
 
 struct ps_rejoin {
   struct ps_hs hs;
@@ -36,6 +38,8 @@ void ps_client_hs_init(struct braid_collcomm *cc, struct ps_hs *h, int i, const 
   h->rank = (uint32_t)cc->rank;
   h->nranks = (uint32_t)cc->nranks;
   h->hold = cc->hold;
+  h->addr = cc->srv[i].addr;
+  h->addrlen = cc->srv[i].addrlen;
 }
 
 void ps_client_adopt(struct braid_collcomm *cc, int i, struct ps_hs *h) {
@@ -44,6 +48,7 @@ void ps_client_adopt(struct braid_collcomm *cc, int i, struct ps_hs *h) {
   h->fd = -1;
   s->auth = h->auth;
   memcpy(s->key, h->key, PS_KEY_BYTES);
+  s->echo_admit = h->echo_admit;
   s->tx_seq = 0;
   s->rx_seq = 1; /* READY was frame 0 */
   s->igot = s->pgot = s->tgot = 0;
@@ -109,6 +114,7 @@ static void rj_start(struct braid_collcomm *cc, int i, uint64_t now) {
   ps_client_hs_init(cc, &r->hs, i, session);
   r->started = now;
   ps_hs_start(&r->hs, i, cc->rails, cc->nrails, now);
+  if (!s->addrlen && r->hs.addrlen) s->addr = r->hs.addr, s->addrlen = r->hs.addrlen; /* resolved */
 }
 
 /* One step of server i's attempt; 1 when it stands by now. */
@@ -117,6 +123,7 @@ static int rj_step(struct braid_collcomm *cc, int i, uint64_t now) {
   struct ps_hs *h = &s->rj->hs;
   enum ps_hs_state was = h->st;
   ps_hs_step(h, i, s->rj->token, cc->rails, cc->nrails, now);
+  s->echo_admit = h->echo_admit;
   switch (h->st) {
   case PS_HS_READY:
     s->standby = 1;
@@ -137,8 +144,9 @@ static int rj_step(struct braid_collcomm *cc, int i, uint64_t now) {
     return 0;
   default:
     if (now - s->rj->started > (h->st == PS_HS_READY_WAIT ? RJ_JOIN_NS : RJ_CONNECT_NS)) {
-      ps_hs_fail(h, "%s", h->st == PS_HS_READY_WAIT ? "not every head joined" : "no answer");
-      rj_retry(cc, i, now, h->st == PS_HS_READY_WAIT, h->why);
+      int joined = h->st == PS_HS_READY_WAIT; /* closing it closes the session for every head */
+      ps_hs_fail(h, "%s", joined ? "not every head joined" : "no answer");
+      rj_retry(cc, i, now, joined, h->why);
     }
     return 0;
   }
@@ -189,29 +197,32 @@ void ps_rejoin_admit(struct braid_collcomm *cc, uint64_t seq, uint8_t admit) {
   if (admit == cc->admit) return;
   cc->admit = admit;
   int i = admit & 15;
+  unsigned gen4 = admit >> 4;
   if (i >= cc->nservers) {
-    BRAID_WARN_ONCE("CollNet rank %d/%d: rank 0 re-admits braid-ps server %d of %d: ignored (the heads "
-                    "list different servers?)", cc->rank, cc->nranks, i, cc->nservers);
+    BRAID_WARN("CollNet rank %d/%d: rank 0 re-admits braid-ps server %d of %d: ignored (the heads "
+               "list different servers?)", cc->rank, cc->nranks, i, cc->nservers);
     return;
   }
   struct ps_srv *s = &cc->srv[i];
   if (!s->lost) {
-    BRAID_WARN_ONCE("CollNet rank %d/%d: rank 0 re-admits braid-ps server %s from op %llu, which this head "
-                    "never lost: ignored", cc->rank, cc->nranks, s->name, (unsigned long long)seq);
+    BRAID_WARN("CollNet rank %d/%d: rank 0 re-admits braid-ps server %s from op %llu, which this head "
+               "has in use: ignored", cc->rank, cc->nranks, s->name, (unsigned long long)seq);
     return;
   }
   s->admit_seq = seq; /* whatever happens here: every head reroutes as if it were used from seq */
-  admit_wait(cc, i);
+  int mine = (s->gen & 15) == gen4; /* the session rank 0 saw ready is the one this head is in */
+  if (mine) admit_wait(cc, i);
   uint64_t now = braid_now_ns();
-  if (!s->standby) {
-    /* This head's connection to the session broke (so the server closed it for every head, and
+  if (!mine || !s->standby) {
+    /* This head's connection to that session broke (so the server closed it for every head, and
      * they lose the server again), or its READY did not come: then it is closed here, which
      * makes the server close the session, rather than have the other heads wait for this
      * head's input.  Either way every head meets again in the next generation. */
-    int member = s->rj && (s->rj->hs.st == PS_HS_PROOF || s->rj->hs.st == PS_HS_READY_WAIT);
-    BRAID_WARN("CollNet rank %d/%d: braid-ps server %s is used again from op %llu, but this head's "
-               "connection to it %s; it stays lost and rejoins later", cc->rank, cc->nranks, s->name,
-               (unsigned long long)seq, member ? "got no READY" : "is gone");
+    int member = mine && s->rj && (s->rj->hs.st == PS_HS_PROOF || s->rj->hs.st == PS_HS_READY_WAIT);
+    BRAID_WARN("CollNet rank %d/%d: braid-ps server %s is used again from op %llu (session generation "
+               "%u mod 16), but this head %s; it stays lost and rejoins later", cc->rank, cc->nranks,
+               s->name, (unsigned long long)seq, gen4,
+               member ? "got no READY" : mine ? "has no connection to it" : "is in another generation");
     if (member) rj_retry(cc, i, now, 1, "no READY at the admission");
     return;
   }
@@ -230,21 +241,31 @@ void ps_rejoin_admit(struct braid_collcomm *cc, uint64_t seq, uint8_t admit) {
 }
 
 uint32_t ps_rejoin_standby(struct braid_collcomm *cc) {
-  uint32_t m = 0;
+  uint32_t announced = 0;
   for (int i = 0; i < cc->nservers; i++)
-    if (cc->srv[i].lost && cc->srv[i].standby) m |= 1u << i;
+    if (cc->srv[i].lost && cc->srv[i].standby && cc->srv[i].announced) announced |= 1u << i;
   /* One admission at a time: the next once the last is in effect. */
-  if (cc->my_admit != cc->admit) return m;
+  if (cc->my_admit != cc->admit || announced) return announced;
+  /* Every server it holds must echo the word, or heads would read different words. */
+  for (int i = 0; i < cc->nservers; i++)
+    if (!cc->srv[i].lost && !cc->srv[i].echo_admit) return 0;
   for (int i = 0; i < cc->nservers; i++) {
     struct ps_srv *s = &cc->srv[i];
-    if (!(m & (1u << i)) || s->announced) continue;
+    if (!s->lost || !s->standby || !s->echo_admit) continue;
+    uint8_t word = (uint8_t)((s->gen & 15) << 4 | (unsigned)i);
+    if (word == cc->admit) {
+      /* The same word as the admission in effect (the same server, 16 generations on): it could
+       * not be told apart, so this session is given up and the heads meet in the next. */
+      rj_retry(cc, i, braid_now_ns(), 1, "its admission word is the one in effect");
+      continue;
+    }
     s->announced = 1;
-    cc->my_admit = (uint8_t)((((cc->my_admit >> 4) + 1) & 15) << 4 | i);
+    cc->my_admit = word;
     BRAID_INFO(NCCL_NET, "CollNet rank 0/%d: braid-ps server %s is used again from op %llu", cc->nranks,
                s->name, (unsigned long long)(cc->seq + PS_WINDOW));
-    break;
+    return 1u << i;
   }
-  return m;
+  return 0;
 }
 
 void ps_rejoin_teardown(struct braid_collcomm *cc) {

@@ -99,13 +99,14 @@ static void tune_ps_socket(int fd) {
 
 void ps_hs_start(struct ps_hs *h, int i, const struct braid_iface *const *rails, int nrails,
                      uint64_t now) {
-  struct sockaddr_storage ss;
-  socklen_t len;
   char err[300];
-  if (resolve(h->host, h->port, &ss, &len, err, sizeof err) != 0) {
+  if (!h->addrlen && resolve(h->host, h->port, &h->addr, &h->addrlen, err, sizeof err) != 0) {
+    h->addrlen = 0;
     ps_hs_fail(h, "%s", err);
     return;
   }
+  const struct sockaddr_storage ss = h->addr;
+  const socklen_t len = h->addrlen;
   const struct braid_iface *ifc = NULL;
   for (int k = 0; k < nrails && !ifc; k++)
     if (rails[(i + k) % nrails]->addr.ss_family == ss.ss_family) ifc = rails[(i + k) % nrails];
@@ -115,7 +116,7 @@ void ps_hs_start(struct ps_hs *h, int i, const struct braid_iface *const *rails,
     return;
   }
   tune_ps_socket(h->fd);
-  if (connect(h->fd, (struct sockaddr *)&ss, len) != 0 && errno != EINPROGRESS) {
+  if (connect(h->fd, (const struct sockaddr *)&ss, len) != 0 && errno != EINPROGRESS) {
     snprintf(h->why, sizeof h->why, "connect: %s", strerror(errno));
     close(h->fd);
     h->fd = -1;
@@ -202,6 +203,7 @@ void ps_hs_step(struct ps_hs *h, int i, const char *token,
       return;
     }
     if (h->st == PS_HS_READY_WAIT && hdr.type == PS_READY) {
+      h->echo_admit = (hdr.flags & PS_FLAG_ECHO_ADMIT) != 0;
       h->st = PS_HS_READY;
       return;
     }

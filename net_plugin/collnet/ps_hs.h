@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "auth.h"
 #include "proto.h"
@@ -29,11 +30,14 @@ struct ps_hs {
   uint8_t session[PS_SESSION_BYTES];    /* the session this head joins */
   uint32_t rank, nranks;
   int hold;                             /* hold-back completion (BRAID_PS_HOLD) */
+  struct sockaddr_storage addr;         /* the server's address: resolved by the first start */
+  socklen_t addrlen;                    /* (0: not yet; the caller may fill it from a cache) */
   /* The handshake's own. */
   enum ps_hs_state st;
   int fd;
   struct ps_transcript t; /* what both proofs and the key bind */
   int auth;               /* frame authentication on this connection */
+  int echo_admit;         /* READY said PS_FLAG_ECHO_ADMIT */
   uint8_t key[PS_KEY_BYTES];
   uint8_t buf[PS_HDR_BYTES + PS_MAX_TEXT + PS_TAG_BYTES];
   size_t got;
