@@ -177,7 +177,7 @@ PY
     [ -n "${COLLNET_KEEP:-}" ] && cp "$tmp/out" "$COLLNET_KEEP"; fi
   wait "$killer" 2>/dev/null
   for n in 4 5 6; do kill "${spid[$n]}" 2>/dev/null; done
-  kill "$(head -n 3 "$tmp/last7" | tail -n 1)" 2>/dev/null
+  kill "$(head -n 1 "$tmp/last7")" 2>/dev/null # the last instance (started by the killer)
 fi
 
 # On the path between the heads and one server: a proxy that flips one bit of what the server
