@@ -15,6 +15,7 @@
  *   RELEASE for an operation never issued or with a length other than the partition's lose that
  *   server at the call that reads them;
  * - an allreduce reported done has in its receive buffer exactly the RESULT bytes sent for it. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -118,16 +119,26 @@ static void read_all(void) {
   for (int i = 0; i < nsrv; i++) server_read(i);
 }
 
+static void drive(void);
+
+/* Writes all of p, or closes the server: a frame cut short by a full socket would leave the rest
+ * of the stream misframed (a later frame read as its payload), which no real server does. */
 static void write_srv(int i, const uint8_t *p, size_t n) {
   if (hs[i].closed) return;
-  while (n) {
+  for (int stuck = 0; n;) {
     ssize_t w = send(hs[i].fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (w <= 0) {
-      read_all(); /* (the client's writes may fill our side: drain them and go on) */
-      if (w < 0) return; /* (the client closed it: lost) or full for good: dropped */
+    if (w > 0) {
+      p += w, n -= (size_t)w, stuck = 0;
       continue;
     }
-    p += w, n -= (size_t)w;
+    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return; /* the client closed it: lost */
+    read_all(); /* the client's writes may fill our side: drain them, */
+    drive();    /* and let the client read ours */
+    if (++stuck == 64) { /* it reads no more (no operation pending): the server gives up */
+      close(hs[i].fd);
+      hs[i].closed = true;
+      return;
+    }
   }
 }
 
