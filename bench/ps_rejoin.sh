@@ -55,12 +55,13 @@ export BRAID_PS_SERVERS=127.0.0.1:${port[0]},127.0.0.1:${port[1]},127.0.0.1:${po
 rank0_sample() {
   while :; do
     local f
-    f=$(grep -l 'rank="0"' "$tmp"/m.* 2>/dev/null | head -n 1 || true)
+    # (the metrics files are written to a temporary name and renamed: not those)
+    f=$(grep -l 'rank="0"' "$tmp"/m.* 2>/dev/null | grep -v '\.tmp\.' | head -n 1 || true)
     if [ -n "$f" ]; then
       awk -v t="$(now)" -v s3="server=\"127.0.0.1:${port[3]}\"" '
         /^braid_ps_server_result_bytes_total/ { b += $NF }
         /^braid_ps_server_up/ && index($0, s3) { up = $NF }
-        END { print t, b + 0, up + 0 }' "$f"
+        END { print t, b + 0, up + 0 }' "$f" 2>/dev/null || true
     fi
     sleep 0.25
   done >"$1"
@@ -81,7 +82,7 @@ run() {
   fi
   local rc=0
   wait $pp || rc=$?
-  kill $sp; wait $sp 2>/dev/null || true
+  kill $sp 2>/dev/null || true; wait $sp 2>/dev/null || true
   if [ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$tmp/$name.out"; then echo "$name: verified"
   else echo "$name: FAILED (exit $rc)"; tail -n 5 "$tmp/$name.out"; return 1; fi
 }
@@ -112,5 +113,6 @@ rate() {
          "$(awk -v o="${ops:-0}" -v s="${secs:-1}" 'BEGIN { printf "%.0f", o / s }') ops/s);" \
          "from standing by to the re-admission: ${standby:-none} ops"
   done
+  kill "${pids[@]}" 2>/dev/null || true # (this block is a subshell: the restarted servers are its own)
 } | tee "$out"
 echo "wrote $out"
