@@ -27,7 +27,7 @@ mkdir -p bench/results
 out=bench/results/ps-rejoin-$(date +%Y%m%d-%H%M%S).txt
 tmp=$(mktemp -d)
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 export NCCL_NET_PLUGIN=$(realpath build/libnccl-net-braid.so) BRAID_SOCKET_IFNAME=lo
 export BRAID_PS_TOKEN=ps-rejoin-bench-$$-$RANDOM
 now() { date +%s.%N; }
